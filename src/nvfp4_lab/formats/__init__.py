@@ -1,0 +1,51 @@
+"""Number formats: the executable specification of nvfp4-lab's numerics.
+
+What the paper prescribes ("Pretraining Large Language Models with NVFP4", arXiv 2509.25149):
+every GEMM of a quantized linear layer Y = X W^T takes FP4 operands. The three GEMMs
+(Sec. 3.2 of `reference/paper.md`, paper Fig. 5) are
+
+    Fprop  Y  = X  . W^T    X: 1x16 blocks along in-features, RNE; W: 16x16 tiles, RNE
+    Dgrad  dX = dY . W      dY: 1x16 along out-features, stochastic rounding; W as in Fprop
+    Wgrad  dW = dY^T . X    both 1x16 along tokens after a 16-point random Hadamard
+                            transform; dY with SR, X with RNE
+
+This package computes each of those operands exactly as FP4 hardware (and Transformer
+Engine's reference quantizer) would: the same E2M1 codes, the same E4M3/E8M0 scale bytes, the
+same amax. It is pure PyTorch (no nn.Module, no training code), runs on CPU and CUDA, and is
+what the QuantLinear layer, the Triton kernels and the tests compare against.
+
+Modules, one concept each:
+    e2m1      FP4 elements: RNE and stochastic rounding, codes, nibble packing
+    scales    E4M3 and E8M0 scale encodings (bit-exact, no log2)
+    blocks    1D blocks along any axis, 2D tiles, per-tensor; padding
+    nvfp4     two-level NVFP4 scaling (TE >= 2.14 ordering; older orderings as options)
+    mxfp4     MXFP4 with ceil / floor / even E8M0 scales
+    fp8       FP8 E4M3/E5M2, per tensor or per block (the paper's FP8 baseline)
+    hadamard  random Hadamard transforms with seeded sign policies
+    rng       counter-based random bits shared with the Triton kernels
+    spec      QuantSpec / RHTSpec / Stream: what to quantize how, validated
+    qtensor   the storage form and its decoder
+    quantize  quantize() and fake_quantize(), eager and torch.compile'd
+
+What is done differently from the references, and why:
+* Non-finite input is defined: a block holding NaN or Inf gets a NaN scale and decodes to NaN
+  (TE would saturate an Inf to 6). The tensor amax is taken over the finite blocks.
+* Any shape quantizes: partial blocks are zero-padded and the padding stripped again
+  (TE and torchao require multiples of 16 or 128).
+* The RHT size (2..256) and its sign policy are configurable and seeded; the paper's setting
+  (16, one fixed vector, TE's) is the default.
+* Stochastic rounding draws counter-based random bits from (seed, stream ids, element index),
+  so it is reproducible across backends, machines and resumes; both the 8-bit hardware
+  semantics and an unbiased mode are offered.
+"""
+from .blocks import Layout
+from .e2m1 import FP4_MAX, GRID
+from .hadamard import SIGN_POLICIES, hadamard_matrix, rht, sign_vector
+from .qtensor import QTensor
+from .quantize import fake_quantize, make_spec, quantize
+from .spec import FORMATS, QuantSpec, RHTSpec, Stream
+
+__all__ = [
+    "FORMATS", "FP4_MAX", "GRID", "Layout", "QTensor", "QuantSpec", "RHTSpec", "SIGN_POLICIES",
+    "Stream", "fake_quantize", "hadamard_matrix", "make_spec", "quantize", "rht", "sign_vector",
+]

@@ -1,0 +1,115 @@
+"""NVFP4: E2M1 elements, 16-element blocks, E4M3 block scales, one FP32 tensor amax.
+
+NVFP4 is a two-level microscaling format (paper Sec. 2, App. B, Eq. 1-5). The FP32 tensor
+scale moves the whole tensor into the range that FP4 x E4M3 can represent; each block's E4M3
+scale then moves the block into the FP4 range, so the block amax lands on 6 at near-FP8
+precision. This module reproduces Transformer Engine's reference quantizer bit for bit
+(codes, E4M3 scale bytes and amax; `implementations.md` §1.3). All arithmetic is FP32 with
+round-to-nearest-even:
+
+    A      = max |x|                                   tensor amax (after the RHT, if any)
+    S_enc  = min(2688 / A, FLT_MAX)                    2688 = 448 * 6   (Eq. 1)
+    S_dec  = 1 / S_enc
+    a_b    = max |x_i| over the block
+    s_b    = e4m3(min(a_b * (S_enc * fp32(1/6)), FLT_MAX))   RNE, saturating at 448 (Eq. 2-3)
+    enc_b  = min(1 / (fp32(s_b) * S_dec), FLT_MAX)      a zero scale gives FLT_MAX, not inf
+    y_i    = clamp(x_i * enc_b, -6, 6)                 E4M3 rounding can push amax above 6
+    code_i = E2M1(y_i)                                 RNE, or SR for gradients (e2m1.py)
+
+There is no lower clamp on s_b: a block whose amax is below ~2^-9/448 of the tensor amax gets
+scale 0 and all-zero codes; between that and 2^-6/448 the scale is an E4M3 subnormal.
+
+Decoding: x_hat = (e2m1 * fp32(s_b)) * fp32(A / 2688). The first product is exact (2 + 4
+significant bits), so a decoded value is rounded once. A block-scaled tensor core computes
+the same thing: per-block products scaled by both operands' s_b, the two global factors
+applied to the FP32 output (Eq. 5).
+
+Orderings (``order``), since users compare against each:
+* ``te`` (default): TE >= 2.14 and its CUDA kernels, as above.
+* ``te_v2_8``: TE 2.8-2.13 reference, s_b = e4m3((a_b / 6) * S_enc). Differs from ``te`` on
+  about 0.1 % of blocks.
+* ``torchao``: torchao 0.18 ``nvfp4_quantize`` with a per-tensor scale: pts = A / 2688,
+  s_b = e4m3(clamp((a_b / 6) / pts, 2^-6, 448)) (note the floor at the smallest E4M3 normal),
+  enc_b = (1 / pts) / fp32(s_b), and -0.0 keeps its sign bit.
+
+Non-finite input (TE leaves it undefined: an Inf would saturate to a finite 6): a block
+holding a NaN or Inf gets the E4M3 NaN scale 0x7F and the tensor amax A is taken over the
+other blocks, so its dequantized values are all NaN. ``QTensor.has_nonfinite`` reads this off
+the scales (n/16 bytes) without another pass over the data.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import e2m1
+from .scales import E4M3_MAX, FLT_MAX, rdiv, to_e4m3
+
+ORDERS = ("te", "te_v2_8", "torchao")
+_INV6 = float(torch.tensor(1.0 / 6.0, dtype=torch.float32))  # fp32(1/6) = 0.16666667163...
+_E4M3_MIN_NORMAL = 2.0 ** -6
+_RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688
+
+
+def tensor_amax(block_amax: torch.Tensor) -> torch.Tensor:
+    """The tensor amax A from the block amaxes, skipping non-finite blocks. fp32 0-d.
+
+    For finite input this is max |x|. Taking it from the n/16 block amaxes rather than from
+    x saves a pass over the data (one that cannot vectorise behind an RHT).
+    """
+    return torch.where(torch.isfinite(block_amax), block_amax, 0.0).amax()
+
+
+def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te"):
+    """E4M3 block decode scales and the fp32 block encode scales.
+
+    block_amax: fp32, one per block (NaN/Inf for non-finite blocks); amax: fp32 0-d.
+    Returns (s_b: float8_e4m3fn, enc_b: fp32), shaped like block_amax.
+    """
+    if order == "torchao":
+        pts = amax / _RANGE
+        s = torch.clamp((block_amax / e2m1.FP4_MAX) / pts, _E4M3_MIN_NORMAL, E4M3_MAX)
+        # A == 0: torchao divides 0/0; we keep TE's all-zero result instead of NaN scales
+        s = torch.where(amax > 0, s, 0.0)
+    else:
+        # A is finite (tensor_amax), so S_enc > 0 and TE's "S_enc == 0 -> 1" never fires
+        s_enc = torch.clamp_max(rdiv(_RANGE, amax), FLT_MAX)
+        if order == "te":
+            s = block_amax * (s_enc * _INV6)
+        elif order == "te_v2_8":
+            s = (block_amax / e2m1.FP4_MAX) * s_enc
+        else:
+            raise ValueError(f"NVFP4 scale order must be one of {ORDERS}, got {order!r}")
+        s = torch.clamp_max(s, FLT_MAX)
+    s_b = to_e4m3(torch.where(torch.isfinite(block_amax), s, float("nan")))
+    s32 = s_b.float()
+    if order == "torchao":
+        enc = (1.0 / torch.where(amax > 0, pts, 1.0)) / s32
+    else:
+        enc = torch.clamp_max(1.0 / (s32 * (1.0 / s_enc)), FLT_MAX)
+    return s_b, enc
+
+
+def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: str = "te"):
+    """Quantize a blocked view.
+
+    xb: fp32 blocked view (blocks.py), a block spanning ``dims``;
+    round_mag: magnitudes in [0, 6] -> E2M1 magnitudes (RNE or SR, see e2m1.py).
+    Returns (q: fp32 signed E2M1 values shaped like xb, s_b: e4m3 block scales with size-1
+    ``dims``, amax: fp32 0-d).
+    """
+    block_amax = xb.abs().amax(dim=dims, keepdim=True)
+    amax = tensor_amax(block_amax)
+    s_b, enc = block_scales(block_amax, amax, order)
+    y = torch.clamp(xb * enc, -e2m1.FP4_MAX, e2m1.FP4_MAX)
+    q = e2m1.apply_sign(round_mag(y.abs()), y, keep_negative_zero=order == "torchao")
+    return q, s_b, amax
+
+
+def global_decode_scale(amax: torch.Tensor) -> torch.Tensor:
+    """fp32(A / 2688): the tensor-level factor of every decoded value."""
+    return amax / _RANGE
+
+
+def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor) -> torch.Tensor:
+    """q: fp32 E2M1 values (blocked view); s_b: e4m3, broadcasting onto q -> fp32 values."""
+    return (q * s_b.float()) * global_decode_scale(amax)

@@ -1,0 +1,94 @@
+"""QTensor: a quantized tensor in its storage form.
+
+    data    FP4: uint8 packed E2M1 codes [..., L_pad / 2] (element 2j in the low nibble);
+            FP8: float8_e4m3fn / float8_e5m2 elements; BF16: bfloat16 values.
+            Stored in the canonical layout of ``blocks.py`` (blocked axis last, padded).
+    scales  NVFP4: float8_e4m3fn; MXFP4: float8_e8m0fnu; FP8: float32 decode scales.
+            [..., n_blocks] per block, [..., R/b, C/b] per 2D tile, [1] per tensor.
+    amax    NVFP4: fp32 0-d tensor amax (after the RHT, if any); else None.
+    shape   the shape of the tensor that was quantized.
+
+With an RHT, the stored tensor is x . R, the operand a GEMM sees; ``dequantize`` returns
+that rotated tensor (``hadamard.rht(..., inverse=True)`` undoes it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from . import e2m1, fp8, mxfp4, nvfp4
+from .blocks import from_blocks, from_canonical, load_scales, to_blocks, unpad
+from .spec import FP4_FORMATS, QuantSpec
+
+
+@dataclass
+class QTensor:
+    spec: QuantSpec
+    data: torch.Tensor
+    scales: torch.Tensor | None
+    amax: torch.Tensor | None
+    shape: torch.Size
+    rht_signs: torch.Tensor | None = None
+
+    @property
+    def fmt(self) -> str:
+        return self.spec.fmt
+
+    @property
+    def block(self) -> tuple[int, int] | None:
+        return self.spec.block
+
+    def codes(self) -> torch.Tensor:
+        """FP4 codes unpacked, uint8 in the canonical layout (padding included)."""
+        if self.fmt not in FP4_FORMATS:
+            raise TypeError(f"{self.fmt} has no FP4 codes")
+        return e2m1.unpack(self.data)
+
+    def values(self) -> torch.Tensor:
+        """Element values before scaling, fp32 in the canonical layout (E2M1 or FP8 grid)."""
+        return e2m1.from_codes(self.codes()) if self.fmt in FP4_FORMATS else self.data.float()
+
+    def dequantize(self, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """The decoded tensor, of ``shape``, in ``dtype`` (one rounding from fp32)."""
+        layout = self.spec.layout
+        if self.fmt == "bf16":
+            return self.values().to(dtype)
+        vb, _ = to_blocks(from_canonical(self.values(), layout), layout)
+        scales = load_scales(self.scales, layout, vb.dim())
+        return dequantize_blocks(vb, self.spec, scales, self.amax, self.shape).to(dtype)
+
+    @property
+    def has_nonfinite(self) -> bool:
+        """True if any block held NaN/Inf (its scale is NaN). Reads the scales only."""
+        if self.scales is None:
+            return not bool(torch.isfinite(self.data).all())
+        return bool(torch.isnan(self.scales.float()).any())
+
+    def __repr__(self) -> str:
+        s = self.spec
+        extra = f", rht={s.rht.size}/{s.rht.signs}" if s.rht else ""
+        extra += f", rounding={s.rounding}" + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
+        amax = f", amax={self.amax.item():.6g}" if self.amax is not None else ""
+        scales = (f", scales={self.scales.dtype} {tuple(self.scales.shape)}"
+                  if self.scales is not None else "")
+        return (f"QTensor({s.fmt}, shape={tuple(self.shape)}, block={s.block}, "
+                f"axis={s.axis}{extra}{amax}{scales}, data={self.data.dtype} "
+                f"{tuple(self.data.shape)})")
+
+
+def dequantize_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax,
+                      shape: torch.Size) -> torch.Tensor:
+    """Element values (fp32 blocked view) and keepdim scales -> fp32 tensor of ``shape``.
+
+    Shared by QTensor.dequantize and fake_quantize, so that both decode identically.
+    """
+    if spec.fmt == "bf16":
+        return values
+    if spec.fmt == "nvfp4":
+        xb = nvfp4.dequantize_blocks(values, scales, amax)
+    elif spec.fmt == "mxfp4":
+        xb = mxfp4.dequantize_blocks(values, scales)
+    else:
+        xb = fp8.dequantize_blocks(values, scales)
+    return unpad(from_blocks(xb, spec.layout), spec.layout, shape)

@@ -1,0 +1,149 @@
+"""``quantize`` (-> QTensor) and ``fake_quantize`` (-> x's dtype), eager or compiled.
+
+Both run one pipeline, so a QTensor decodes to exactly what fake_quantize returns:
+
+    x [any shape]
+      -> zero-padded to whole blocks                                  blocks.py
+      -> random Hadamard transform, rounded to x's dtype (optional)   hadamard.py
+      -> blocked view in fp32 (blocks split in place, no transpose)
+      -> scales and element rounding per format       nvfp4.py / mxfp4.py / fp8.py / e2m1.py
+      -> element values in the blocked view
+    quantize:      values -> storage layout, packed codes / fp8 bytes, scales, amax (QTensor)
+    fake_quantize: values * scales -> original shape, x's dtype
+
+Stochastic rounding draws its bits from (seed, stream ids, element index), where the index
+is the element's row-major position in x as passed (rng.py): the same element gets the same
+bits whatever the layout, backend or machine.
+
+The compiled path is ``torch.compile`` of the same function; it is bit-identical to eager
+(tested on adversarial inputs) because every operation is elementwise or a max reduction,
+and inductor's C++ keeps IEEE semantics for them (no reassociation or reciprocal tricks,
+finite-math off). The seed and stream ids enter as tensors, so steps do not recompile.
+"""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from . import e2m1, fp8, mxfp4, nvfp4
+from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
+from .hadamard import check_divides, rht_dim, sign_vector
+from .qtensor import QTensor, dequantize_blocks
+from .rng import key_tensor, random_bits
+from .spec import FP4_FORMATS, QuantSpec, Stream
+
+
+def make_spec(fmt: str | QuantSpec = "nvfp4", **kwargs) -> QuantSpec:
+    """A QuantSpec from a format name and keyword fields, or a spec passed through."""
+    if isinstance(fmt, QuantSpec):
+        if kwargs:
+            raise TypeError("pass either a QuantSpec or keyword fields, not both")
+        return fmt
+    return QuantSpec(fmt=fmt, **kwargs)
+
+
+def _rounder(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor | None, multiple: int):
+    """The E2M1 magnitude rounding for spec, with SR bits laid out like the blocked view."""
+    if spec.rounding == "rne":
+        return e2m1.round_rne
+    index = torch.arange(x.numel(), device=x.device).view(x.shape)
+    bits = random_bits(to_blocks(pad(index, spec.layout, multiple), spec.layout)[0], key)
+    sr = e2m1.round_sr_hw8 if spec.sr_mode == "hw8" else e2m1.round_sr_exact
+    return functools.partial(sr, bits=bits)
+
+
+def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
+    """Core pipeline. Returns (values: fp32 blocked view, scales with size-1 block dims,
+    amax or None)."""
+    layout = spec.layout
+    if spec.fmt == "bf16":
+        return x.to(torch.bfloat16).float(), None, None
+    multiple = 2 if spec.fmt in FP4_FORMATS else 1
+    if spec.rht is not None:
+        check_divides(spec.rht.size, x.shape[layout.axis], layout.axis)
+        multiple = max(multiple, spec.rht.size)
+    p = pad(x, layout, multiple)
+    if spec.rht is not None:
+        p = rht_dim(p, signs, layout.axis)
+    xb, dims = to_blocks(p.float(), layout)
+    if spec.fmt == "nvfp4":
+        return nvfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple), spec.order)
+    if spec.fmt == "mxfp4":
+        return (*mxfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple),
+                                       spec.mx_scale), None)
+    q, scales = fp8.quantize_blocks(xb, dims, spec.fmt, spec.pow2_scales)
+    return q.float(), scales, None
+
+
+def _runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream | None,
+                    signs: torch.Tensor | None):
+    """Tensors that vary per call: the SR key and the RHT sign vector."""
+    stream = stream or Stream()
+    key = key_tensor(seed, stream.ids(), x.device) if spec.rounding == "sr" else None
+    if spec.rht is not None and signs is None:
+        r = spec.rht
+        signs = sign_vector(r.size, r.signs, r.seed, stream.layer, stream.step, stream.call)
+    if signs is not None:
+        signs = signs.to(device=x.device, dtype=torch.float32)
+    return key, signs
+
+
+def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,
+             stream: Stream | None = None, signs: torch.Tensor | None = None,
+             **spec_fields) -> QTensor:
+    """Quantize x (fp32, bf16 or fp16, any shape) to its storage form.
+
+    >>> q = quantize(x, "nvfp4", block=(1, 16))
+    >>> q = quantize(x, "mxfp4", block=(1, 32), rounding="sr", seed=0)
+    >>> q = quantize(w, "nvfp4", block=(16, 16))           # 2D tiles: Q(w.T) == Q(w).T
+    >>> q = quantize(x, "nvfp4", axis=0, rht=16)            # Wgrad operand, TE's signs
+
+    seed, stream: select SR bits and RHT signs; signs: an explicit +-1 vector overriding the
+    spec's sign policy. Other keywords are QuantSpec fields.
+    """
+    spec = make_spec(fmt, **spec_fields)
+    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    values, scales, amax = _quantize_blocks(x, spec, key, signs)
+    if spec.fmt == "bf16":
+        return QTensor(spec, values.to(torch.bfloat16), None, None, x.shape, signs)
+    values = canonical(from_blocks(values, spec.layout), spec.layout)
+    if spec.fmt in FP4_FORMATS:
+        data = e2m1.pack(e2m1.to_codes(values))
+    else:
+        data = values.to(fp8.DTYPES[spec.fmt][0])
+    return QTensor(spec, data, store_scales(scales, spec.layout), amax, x.shape, signs)
+
+
+def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.Tensor:
+    values, scales, amax = _quantize_blocks(x, spec, key, signs)
+    return dequantize_blocks(values, spec, scales, amax, x.shape)
+
+
+@functools.lru_cache(maxsize=None)
+def _compiled(spec: QuantSpec):
+    # Every spec and input shape/dtype is one more graph of the same Python function, and
+    # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
+    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
+    # emulate_precision_casts: without it inductor keeps a fused .to(bfloat16) (the RHT
+    # output) in fp32, and amax and scales change.
+    return torch.compile(functools.partial(_fake_quantize_fp32, spec=spec), fullgraph=True,
+                         dynamic=False, options={"emulate_precision_casts": True})
+
+
+def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
+                  stream: Stream | None = None, signs: torch.Tensor | None = None,
+                  backend: str = "eager", **spec_fields) -> torch.Tensor:
+    """quantize(x, ...).dequantize() in x's dtype, without packing; bit-identical to it.
+
+    backend: "eager" (the reference) or "compiled" (torch.compile of the same function).
+    """
+    spec = make_spec(spec, **spec_fields)
+    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    if backend == "eager":
+        return _fake_quantize_fp32(x, key, signs, spec).to(x.dtype)
+    if backend == "compiled":
+        # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
+        # bf16 output sliced out of a padded block (wrong values in the partial block)
+        return _compiled(spec)(x, key, signs).to(x.dtype)
+    raise ValueError(f"backend={backend!r} is not one of eager, compiled")

@@ -1,0 +1,86 @@
+"""Counter-based random bits for stochastic rounding and random Hadamard signs.
+
+Stochastic rounding needs random bits that are a pure function of *where* they are used, so
+that a run is bit-reproducible across backends (eager, torch.compile, Triton), machines, and
+resumes. The PyTorch global generator gives none of that: its stream depends on how many
+draws happened before. Here every element's bits are
+
+    bits(key, i) = fmix32(fmix32(i XOR k0) + k1)        (uint32 arithmetic, wrap-around)
+
+where i is the element's row-major index in the tensor as passed, and (k0, k1) is a 64-bit
+key mixed on the host from the seed and the stream ids (layer, step, gemm, operand, ...).
+fmix32 is MurmurHash3's finaliser: a bijection on uint32 with full avalanche. Injecting the
+key both before and after the first finaliser keeps different keys from producing shifted
+copies of one sequence (which `fmix32(i + k)` alone would).
+
+PyTorch has no wrapping uint32 multiply, so the tensor version works in int64 and masks to
+32 bits. The multiply is split into 16-bit halves of the constant so that no intermediate
+exceeds 2^49: signed int64 overflow is undefined behaviour in the C++ that torch.compile
+generates. Triton's native uint32 arithmetic gives the same bits.
+
+Limit: indices are taken modulo 2^32, so tensors above 4G elements reuse bits.
+"""
+from __future__ import annotations
+
+import torch
+
+MASK32 = 0xFFFFFFFF
+_C1 = 0x85EBCA6B
+_C2 = 0xC2B2AE35
+_GOLDEN = 0x9E3779B9
+
+
+def fmix32_int(h: int) -> int:
+    """MurmurHash3 finaliser on a Python int (host side)."""
+    h &= MASK32
+    h ^= h >> 16
+    h = (h * _C1) & MASK32
+    h ^= h >> 13
+    h = (h * _C2) & MASK32
+    h ^= h >> 16
+    return h
+
+
+def stream_key(seed: int, *ids: int) -> tuple[int, int]:
+    """Mix a seed and stream ids (layer, step, gemm, operand, ...) into a 64-bit key (k0, k1).
+
+    Each id is chained through the finaliser with a position-dependent offset, so that
+    (1, 0) and (0, 1) give unrelated keys.
+    """
+    h0 = fmix32_int(seed ^ 0x5BD1E995)
+    h1 = fmix32_int((seed >> 32) + _GOLDEN)
+    for pos, v in enumerate(ids):
+        v = int(v)
+        h0 = fmix32_int(h0 ^ fmix32_int((v & MASK32) + pos * _GOLDEN))
+        h1 = fmix32_int(h1 + fmix32_int(((v >> 32) & MASK32) ^ h0))
+    return h0, h1
+
+
+def _mul32(h: torch.Tensor, c: int) -> torch.Tensor:
+    """(h * c) mod 2^32 for int64 h in [0, 2^32), without int64 overflow."""
+    lo, hi = c & 0xFFFF, c >> 16
+    return (h * lo + (((h * hi) & 0xFFFF) << 16)) & MASK32
+
+
+def fmix32(h: torch.Tensor) -> torch.Tensor:
+    """MurmurHash3 finaliser on an int64 tensor holding uint32 values."""
+    h = h ^ (h >> 16)
+    h = _mul32(h, _C1)
+    h = h ^ (h >> 13)
+    h = _mul32(h, _C2)
+    return h ^ (h >> 16)
+
+
+def random_bits(index: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
+    """32 random bits per element.
+
+    index: int64 tensor of element indices (any shape); key: int64 [2] = (k0, k1).
+    Returns an int64 tensor of index's shape with values in [0, 2^32).
+    """
+    h = fmix32((index & MASK32) ^ key[0])
+    return fmix32((h + key[1]) & MASK32)
+
+
+def key_tensor(seed: int, ids: tuple[int, ...], device: torch.device | str) -> torch.Tensor:
+    """The stream key as an int64 [2] tensor, a runtime input (no recompiles per step)."""
+    return torch.tensor(stream_key(seed, *ids), dtype=torch.int64, device=device)

@@ -1,0 +1,106 @@
+"""What to quantize how: ``QuantSpec`` (static, hashable) and ``Stream`` (runtime ids).
+
+A spec is everything that shapes the computation: format, block layout, rounding, RHT and
+scale rules. It is frozen and hashable, so the compiled path caches one graph per spec. What
+changes every call (the SR seed, the layer/step/GEMM/operand ids that pick the random bits and
+RHT signs) is a ``Stream``, passed as runtime tensors so no step triggers a recompile.
+
+Every bad value fails here, naming the field and the allowed values.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .blocks import Layout
+from .hadamard import SIGN_POLICIES, check_size
+from .nvfp4 import ORDERS
+from .scales import E8M0_MODES
+
+FORMATS = ("nvfp4", "mxfp4", "fp8_e4m3", "fp8_e5m2", "bf16")
+FP4_FORMATS = ("nvfp4", "mxfp4")
+DEFAULT_BLOCK = {"nvfp4": (1, 16), "mxfp4": (1, 32), "fp8_e4m3": None, "fp8_e5m2": None,
+                 "bf16": None}
+ROUNDINGS = ("rne", "sr")
+SR_MODES = ("hw8", "exact")
+
+
+def _choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}")
+
+
+@dataclass(frozen=True)
+class RHTSpec:
+    """Random Hadamard transform along the block axis before quantizing (hadamard.py)."""
+
+    size: int = 16
+    signs: str = "fixed"
+    seed: int = 0
+
+    def __post_init__(self):
+        check_size(self.size)
+        _choice("rht.signs", self.signs, SIGN_POLICIES)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Ids that select random bits and RHT signs. Quantizing the same tensor with the same
+    seed and stream gives the same bytes on every backend and machine."""
+
+    layer: int = 0
+    step: int = 0
+    gemm: int = 0
+    operand: int = 0
+    call: int = 0
+
+    def ids(self) -> tuple[int, ...]:
+        return (self.layer, self.step, self.gemm, self.operand, self.call)
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """A quantizer.
+
+    fmt: nvfp4 | mxfp4 | fp8_e4m3 | fp8_e5m2 | bf16 (identity).
+    block: (1, b) 1D along ``axis``; (b, 1) 1D along dim -2; (b, b) 2D tile over the last two
+        dims; None per tensor (FP8 only). "default": nvfp4 (1, 16), mxfp4 (1, 32), fp8 None.
+    rounding: rne | sr (FP4 elements only); sr_mode: hw8 (8 random bits, Blackwell cvt.rs) |
+        exact (unbiased). order: NVFP4 scale arithmetic te | te_v2_8 | torchao.
+    mx_scale: MXFP4 E8M0 rounding ceil | floor | even. pow2_scales: FP8 power-of-two scales.
+    rht: an RHTSpec (or its size as an int) applied along the block axis first; 1D only.
+    """
+
+    fmt: str = "nvfp4"
+    block: tuple[int, int] | None | str = "default"
+    axis: int = -1
+    rounding: str = "rne"
+    sr_mode: str = "hw8"
+    order: str = "te"
+    mx_scale: str = "ceil"
+    pow2_scales: bool = False
+    rht: RHTSpec | int | None = None
+    layout: Layout = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        _choice("fmt", self.fmt, FORMATS)
+        _choice("rounding", self.rounding, ROUNDINGS)
+        _choice("sr_mode", self.sr_mode, SR_MODES)
+        _choice("order", self.order, ORDERS)
+        _choice("mx_scale", self.mx_scale, E8M0_MODES)
+        block = DEFAULT_BLOCK[self.fmt] if self.block == "default" else self.block
+        if isinstance(block, list):
+            block = tuple(block)
+        object.__setattr__(self, "block", block)
+        layout = Layout.from_block(block, self.axis)
+        if layout.kind != "tensor" and layout.size & (layout.size - 1):
+            raise ValueError(f"block={block}: block sizes must be powers of two")
+        if self.fmt in FP4_FORMATS and layout.kind == "tensor":
+            raise ValueError(f"fmt={self.fmt} needs blocks, e.g. block=(1, 16); got block=None")
+        if self.rounding == "sr" and self.fmt not in FP4_FORMATS:
+            raise ValueError(f"rounding='sr' is implemented for FP4 elements only, not {self.fmt}")
+        if isinstance(self.rht, int):
+            object.__setattr__(self, "rht", RHTSpec(size=self.rht))
+        if self.rht is not None and layout.kind != "1d":
+            raise ValueError("rht needs 1D blocks: weights with 2D tiles are never transformed "
+                             "(paper Sec. 4.3)")
+        object.__setattr__(self, "layout", layout)
