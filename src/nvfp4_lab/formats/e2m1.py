@@ -21,8 +21,8 @@ Signs: TE's reference takes the sign from ``y < 0``, so -0.0 becomes code 0x0 (+
 values in [-0.25, 0) become 0x8 (-0). torchao keeps the sign bit of -0.0 (0x8). Both are
 offered (``keep_negative_zero``); dequantized values are equal either way.
 
-NaN: every comparison with NaN is false, so the tables below would silently pick a grid
-point. Instead NaN magnitudes stay NaN through rounding, and the codes of NaN elements are 0;
+NaN: every comparison with NaN is false, so a threshold table would silently pick a grid
+point. Here NaN magnitudes stay NaN through rounding, and the codes of NaN elements are 0;
 the callers mark the whole block non-finite through its scale (see ``nvfp4.py``).
 
 Codes are uint8 with the sign in bit 3; two codes are packed per byte, element 2j in the low

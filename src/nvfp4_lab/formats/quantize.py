@@ -17,8 +17,11 @@ bits whatever the layout, backend or machine.
 
 The compiled path is ``torch.compile`` of the same function; it is bit-identical to eager
 (tested on adversarial inputs) because every operation is elementwise or a max reduction,
-and inductor's C++ keeps IEEE semantics for them (no reassociation or reciprocal tricks,
-finite-math off). The seed and stream ids enter as tensors, so steps do not recompile.
+and inductor's C++ keeps IEEE semantics for them (no reassociation, finite-math off). Two
+inductor behaviours need care, both handled below: a fused cast to bf16 stays fp32 unless
+``emulate_precision_casts`` is on, and a bf16 output sliced out of padded blocks is
+miscompiled (torch 2.13, CPU), so the graph returns fp32 and the cast happens outside. The
+seed and stream ids enter as tensors, so steps do not recompile.
 """
 from __future__ import annotations
 
