@@ -9,7 +9,8 @@
     shape   the shape of the tensor that was quantized.
 
 With an RHT, the stored tensor is x . R, the operand a GEMM sees; ``dequantize`` returns
-that rotated tensor (``hadamard.rht(..., inverse=True)`` undoes it).
+that rotated tensor. ``rht_signs`` keeps the sign vector that was used, so
+``hadamard.rht(q.dequantize(), size, axis, q.rht_signs, inverse=True)`` undoes it.
 """
 from __future__ import annotations
 
