@@ -42,10 +42,10 @@ from .blocks import Layout
 from .e2m1 import FP4_MAX, GRID
 from .hadamard import SIGN_POLICIES, hadamard_matrix, rht, sign_vector
 from .qtensor import QTensor
-from .quantize import fake_quantize, make_spec, quantize
+from .quantize import fake_quantize, fake_quantize_parts, make_spec, quantize
 from .spec import FORMATS, QuantSpec, RHTSpec, Stream
 
 __all__ = [
     "FORMATS", "FP4_MAX", "GRID", "Layout", "QTensor", "QuantSpec", "RHTSpec", "SIGN_POLICIES",
-    "Stream", "fake_quantize", "hadamard_matrix", "make_spec", "quantize", "rht", "sign_vector",
+    "Stream", "fake_quantize", "fake_quantize_parts", "hadamard_matrix", "make_spec", "quantize", "rht", "sign_vector",
 ]

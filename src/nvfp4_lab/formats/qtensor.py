@@ -78,18 +78,31 @@ class QTensor:
                 f"{tuple(self.data.shape)})")
 
 
-def dequantize_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax,
-                      shape: torch.Size) -> torch.Tensor:
-    """Element values (fp32 blocked view) and keepdim scales -> fp32 tensor of ``shape``.
+def decode_local(values: torch.Tensor, spec: QuantSpec, scales,
+                 shape: torch.Size) -> torch.Tensor:
+    """Element values (fp32 blocked view) times their block scales -> fp32 tensor of ``shape``.
 
-    Shared by QTensor.dequantize and fake_quantize, so that both decode identically.
+    For FP4 formats every product is exact (an E2M1 value has 2 significant bits, an E4M3 or
+    E8M0 scale at most 4), so it is what a block-scaled tensor core multiplies; NVFP4's tensor
+    scale is left out, to be applied to the GEMM output.
     """
     if spec.fmt == "bf16":
         return values
     if spec.fmt == "nvfp4":
-        xb = nvfp4.dequantize_blocks(values, scales, amax)
+        xb = values * scales.float()
     elif spec.fmt == "mxfp4":
         xb = mxfp4.dequantize_blocks(values, scales)
     else:
         xb = fp8.dequantize_blocks(values, scales)
     return unpad(from_blocks(xb, spec.layout), spec.layout, shape)
+
+
+def dequantize_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax,
+                      shape: torch.Size) -> torch.Tensor:
+    """Element values (fp32 blocked view) and keepdim scales -> fp32 tensor of ``shape``.
+
+    Shared by QTensor.dequantize and fake_quantize, so that both decode identically:
+    ``decode_local`` times NVFP4's global decode scale A / 2688.
+    """
+    local = decode_local(values, spec, scales, shape)
+    return local * nvfp4.global_decode_scale(amax) if spec.fmt == "nvfp4" else local

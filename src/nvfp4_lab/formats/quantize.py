@@ -32,7 +32,7 @@ import torch
 from . import e2m1, fp8, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
-from .qtensor import QTensor, dequantize_blocks
+from .qtensor import QTensor, decode_local, dequantize_blocks
 from .rng import key_tensor, random_bits
 from .spec import FP4_FORMATS, QuantSpec, Stream
 
@@ -123,15 +123,27 @@ def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.T
     return dequantize_blocks(values, spec, scales, amax, x.shape)
 
 
+def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
+    values, scales, amax = _quantize_blocks(x, spec, key, signs)
+    local = decode_local(values, spec, scales, x.shape)
+    return local, (nvfp4.global_decode_scale(amax) if spec.fmt == "nvfp4" else None)
+
+
 @functools.lru_cache(maxsize=None)
-def _compiled(spec: QuantSpec):
+def _compiled(spec: QuantSpec, parts: bool = False):
     # Every spec and input shape/dtype is one more graph of the same Python function, and
     # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
     # emulate_precision_casts: without it inductor keeps a fused .to(bfloat16) (the RHT
     # output) in fp32, and amax and scales change.
-    return torch.compile(functools.partial(_fake_quantize_fp32, spec=spec), fullgraph=True,
+    fn = _fake_quantize_parts if parts else _fake_quantize_fp32
+    return torch.compile(functools.partial(fn, spec=spec), fullgraph=True,
                          dynamic=False, options={"emulate_precision_casts": True})
+
+
+def _check_backend(backend: str) -> None:
+    if backend not in ("eager", "compiled"):
+        raise ValueError(f"backend={backend!r} is not one of eager, compiled")
 
 
 def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
@@ -141,12 +153,28 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
 
     backend: "eager" (the reference) or "compiled" (torch.compile of the same function).
     """
+    _check_backend(backend)
     spec = make_spec(spec, **spec_fields)
     key, signs = _runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
         return _fake_quantize_fp32(x, key, signs, spec).to(x.dtype)
-    if backend == "compiled":
-        # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
-        # bf16 output sliced out of a padded block (wrong values in the partial block)
-        return _compiled(spec)(x, key, signs).to(x.dtype)
-    raise ValueError(f"backend={backend!r} is not one of eager, compiled")
+    # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
+    # bf16 output sliced out of a padded block (wrong values in the partial block)
+    return _compiled(spec)(x, key, signs).to(x.dtype)
+
+
+def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
+                        stream: Stream | None = None, signs: torch.Tensor | None = None,
+                        backend: str = "eager", **spec_fields):
+    """A GEMM operand as a block-scaled tensor core sees it: (local, scale).
+
+    local: fp32 [x.shape], element value x block decode scale (exact for FP4 formats);
+    scale: NVFP4's fp32 0-d global decode scale A / 2688 (None for other formats), which the
+    GEMM applies to its output. ``local * scale`` equals ``fake_quantize(x, ...)`` in fp32.
+    """
+    _check_backend(backend)
+    spec = make_spec(spec, **spec_fields)
+    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    if backend == "eager":
+        return _fake_quantize_parts(x, key, signs, spec)
+    return _compiled(spec, parts=True)(x, key, signs)

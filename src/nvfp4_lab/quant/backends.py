@@ -1,0 +1,165 @@
+"""Backends: who computes a quantized GEMM operand.
+
+Every backend implements one call, ``operand(x, spec, seed=, stream=, signs=)``, returning
+``(local, scale)`` exactly as ``formats.fake_quantize_parts`` does (local: fp32, element x
+block scale; scale: NVFP4's global decode scale or None). The GEMMs themselves are ordinary
+FP32 matmuls in ``gemm.py`` whatever the backend.
+
+    reference  eager PyTorch: the executable specification (``formats/``)
+    compiled   torch.compile of the reference, bit-identical to it; the CPU default
+    triton     fused kernels from the ``nvfp4_kernels`` package (``kernels/``, CUDA only)
+    auto       triton on CUDA when installed, else compiled; self-tested, falling back
+
+A backend other than ``reference`` must pass ``self_test`` before training: on small
+adversarial tensors, for every quantizer the recipe uses, its output must equal the
+reference's byte for byte, and its stochastic rounding must be unbiased on a tensor where
+round-to-nearest is not (so an all-zero or a round-to-nearest "SR" fails even where the
+reference itself were wrong).
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import warnings
+
+import torch
+
+from ..formats import QuantSpec, Stream, fake_quantize_parts
+from ..formats.e2m1 import FP4_MAX
+
+
+class BackendError(RuntimeError):
+    """A backend is unavailable or failed its self-test."""
+
+
+class Backend:
+    name = "reference"
+
+    def operand(self, x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
+                stream: Stream | None = None, signs: torch.Tensor | None = None):
+        return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class CompiledBackend(Backend):
+    name = "compiled"
+
+    def operand(self, x, spec, *, seed=0, stream=None, signs=None):
+        return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs,
+                                   backend="compiled")
+
+
+class TritonBackend(Backend):
+    name = "triton"
+
+    def __init__(self):
+        if not torch.cuda.is_available():
+            raise BackendError("backend=triton needs a CUDA device; use compiled on the CPU")
+        if importlib.util.find_spec("nvfp4_kernels") is None:
+            raise BackendError("backend=triton needs the nvfp4_kernels package (kernels/), "
+                               "which is not installed")
+        import nvfp4_kernels
+
+        self._kernels = nvfp4_kernels
+
+    def operand(self, x, spec, *, seed=0, stream=None, signs=None):
+        return self._kernels.operand(x, spec, seed=seed, stream=stream, signs=signs)
+
+
+def _sample(spec: QuantSpec, device, dtype: torch.dtype) -> torch.Tensor:
+    """[n, n] with normal bulk, heavy outliers, zero blocks, ties and tiny values."""
+    n = max(64, 2 * max(spec.block or (16,)), spec.rht.size if spec.rht else 0)
+    g = torch.Generator().manual_seed(1234)
+    x = torch.randn(n, n, generator=g) * torch.exp(2 * torch.randn(n, 1, generator=g))
+    x[:, :16] = 0.0                                            # zero blocks
+    x[0, 16:] = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0, 6.0]).repeat(n // 8)[
+        : n - 16]                                              # E2M1 ties at scale 1
+    x[1] *= 1e-30                                              # subnormal block scales
+    x[2, 3] = 1e4                                              # an outlier
+    return x.to(device=device, dtype=dtype)
+
+
+def _biased_for_rne(spec: QuantSpec, device) -> tuple[torch.Tensor, float]:
+    """A tensor whose blocks all hold one 6.0 (scale 1) and elements 1.2 otherwise, and the
+    expected SR value of 1.2 on the E2M1 grid (RNE gives 1.0)."""
+    n = max(64, 2 * max(spec.block))
+    i = torch.arange(n)
+    if spec.layout.kind == "2d":
+        top = ((i[:, None] % spec.block[0]) == 0) & ((i[None, :] % spec.block[0]) == 0)
+    else:
+        idx = i[:, None] if spec.layout.axis % 2 == 0 else i[None, :]
+        top = (idx % spec.layout.size == 0).expand(n, n)
+    x = torch.where(top, FP4_MAX, 1.2)
+    # 1.2 lies 0.4 of the way from 1.0 to 1.5; hw8 rounds up with probability floor(256 f)/256
+    p_up = 0.4 if spec.sr_mode == "exact" else math.floor(256 * 0.4) / 256
+    return x.to(device), 1.0 + 0.5 * p_up
+
+
+def self_test(backend: Backend, specs, device: torch.device | str = "cpu") -> None:
+    """Raise BackendError unless ``backend`` matches the reference on every spec."""
+    reference = Backend()
+    for spec in specs:
+        for dtype in (torch.float32, torch.bfloat16):
+            x = _sample(spec, device, dtype)
+            stream = Stream(layer=3, step=7, gemm=2, operand=1)
+            got = backend.operand(x, spec, seed=11, stream=stream)
+            want = reference.operand(x, spec, seed=11, stream=stream)
+            for name, a, b in (("values", got[0], want[0]), ("global scale", got[1], want[1])):
+                if (a is None) != (b is None) or (a is not None and not torch.equal(a, b)):
+                    raise BackendError(f"backend {backend.name}: {name} differ from the "
+                                       f"reference for {spec} on {dtype} input")
+        if spec.rounding == "sr":
+            _check_unbiased(backend, dataclasses.replace(spec, rht=None), device)
+
+
+def _check_unbiased(backend: Backend, spec: QuantSpec, device, draws: int = 8) -> None:
+    x, expected = _biased_for_rne(spec, device)
+    low = x != FP4_MAX
+    total = 0.0
+    for s in range(draws):
+        local, scale = backend.operand(x, spec, seed=s, stream=Stream(step=s))
+        total += float((local if scale is None else local * scale)[low].sum())
+    count = int(low.sum()) * draws
+    mean = total / count
+    # each draw is 1.0 or 1.5: variance 0.25 p (1 - p) <= 0.0625; allow 6 standard errors
+    bound = 6 * math.sqrt(0.0625 / count)
+    if abs(mean - expected) > bound:
+        raise BackendError(f"backend {backend.name}: stochastic rounding is biased for {spec}: "
+                           f"mean {mean:.5f} where {expected:.5f} +- {bound:.5f} is expected "
+                           f"(round-to-nearest gives 1.0, an all-zero kernel 0.0)")
+
+
+def make_backend(name: str) -> Backend:
+    if name == "reference":
+        return Backend()
+    if name == "compiled":
+        return CompiledBackend()
+    if name == "triton":
+        return TritonBackend()
+    raise ValueError(f"backend={name!r} is not one of auto, reference, compiled, triton")
+
+
+def resolve(name: str, specs, device: torch.device | str = "cpu") -> Backend:
+    """The backend for ``name`` on ``device``, self-tested on ``specs`` (the recipe's).
+
+    An explicitly named backend that fails raises; ``auto`` warns and falls back to the next
+    candidate (triton -> compiled -> reference).
+    """
+    specs = list(dict.fromkeys(specs))
+    if name != "auto":
+        backend = make_backend(name)
+        if name != "reference":
+            self_test(backend, specs, device)
+        return backend
+    candidates = (["triton"] if torch.device(device).type == "cuda" else []) + ["compiled"]
+    for candidate in candidates:
+        try:
+            backend = make_backend(candidate)
+            self_test(backend, specs, device)
+            return backend
+        except BackendError as err:
+            warnings.warn(f"backend auto: skipping {candidate}: {err}", stacklevel=2)
+    return Backend()

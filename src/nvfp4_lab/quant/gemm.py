@@ -1,0 +1,130 @@
+"""``QuantGemm``: the autograd Function that owns the three GEMMs of a linear layer.
+
+    Fprop  Y  = X  . W^T   X: [M, K] tokens x in, W: [N, K] out x in  -> Y:  [M, N]
+    Dgrad  dX = dY . W     dY: [M, N]                                -> dX: [M, K]
+    Wgrad  dW = dY^T . X                                             -> dW: [N, K]
+
+Each operand goes through its own quantizer (``recipe.operand_plan``) and becomes
+``Parts``: the element values times their block scales (exact: an E2M1 value times an E4M3
+or E8M0 scale fits in BF16), plus NVFP4's per-tensor decode scale. The GEMM multiplies the
+parts in FP32 and applies both tensor scales to the output, which is what a block-scaled
+tensor core computes, up to the order of the FP32 sums (``paper.md`` §1.3, Eq. 5). Its output
+is rounded to the compute dtype (BF16 under autocast, as in the paper; else the input dtype).
+
+A GEMM whose operands are both high precision runs exactly as ``nn.Linear`` would (same
+dtype, same matmuls), so an unquantized recipe, or a layer after its precision switch, is
+``nn.Linear`` bit for bit.
+
+What is saved for backward is what backward multiplies: the Wgrad copy of X, quantized along
+tokens in forward (as Transformer Engine makes its columnwise copy), stored in BF16 where that
+is exact; and the Fprop weight when Dgrad reuses it (2D tiles or same-dim blocks: transposed,
+not re-quantized). A 1D Dgrad weight is quantized from the FP32 master in backward.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import torch
+
+from ..formats.spec import FP4_FORMATS
+
+
+class Parts(NamedTuple):
+    """A GEMM operand: local [rows, cols] (element x block scale, or the high-precision
+    tensor), scale (fp32 0-d tensor decode scale or None), quantized."""
+
+    local: torch.Tensor
+    scale: torch.Tensor | None
+    quantized: bool
+
+    @property
+    def T(self) -> "Parts":
+        return Parts(self.local.t(), self.scale, self.quantized)
+
+    def for_saving(self, op) -> "Parts":
+        """FP4 parts (of Operand ``op``) are exact in BF16: half the memory of FP32."""
+        if op.spec is not None and op.spec.fmt in FP4_FORMATS:
+            return self._replace(local=self.local.to(torch.bfloat16))
+        return self
+
+
+def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
+    """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, tensor scales on the output."""
+    if not (a.quantized or b.quantized):
+        return a.local @ b.local
+    y = a.local.float() @ b.local.float()
+    scales = [s for s in (a.scale, b.scale) if s is not None]
+    if scales:
+        y = y * (scales[0] * scales[1] if len(scales) == 2 else scales[0])
+    return y.to(out_dtype)
+
+
+def compute_dtype(x: torch.Tensor) -> torch.dtype:
+    """The dtype nn.Linear would compute in: the autocast dtype if autocast is on."""
+    device = x.device.type
+    return torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else x.dtype
+
+
+class QuantGemm(torch.autograd.Function):
+    """y = QuantGemm.apply(x [..., K], weight [N, K], layer, plan) -> [..., N].
+
+    ``layer`` (a QuantLinear) quantizes operands (``layer.operand``), knows the RHT signs and
+    collects statistics; ``plan`` is the recipe's operand plan for this step.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, layer, plan):
+        cd = compute_dtype(x)
+        with torch.autocast(x.device.type, enabled=False):
+            x2 = x.reshape(-1, x.shape[-1]).to(cd)  # [M, K]
+            layer.check_tokens(x2.shape[0], plan)
+            signs_f, signs_w = layer.signs("fprop", plan), layer.signs("wgrad", plan)
+            fx = layer.operand(x2, "fprop.x", plan, cd, signs_f)
+            fw = layer.operand(weight, "fprop.w", plan, cd, signs_f)
+            y = gemm(fx, fw.T, cd)  # [M, N]
+            if plan["wgrad.x"].reuse:
+                wx = fx
+            else:
+                wx = layer.operand(x2, "wgrad.x", plan, cd, signs_w)
+            saved_w = fw if plan["dgrad.w"].reuse else None
+            layer.record_stats({"fprop.x": x2, "fprop.w": weight, "wgrad.x": x2},
+                               plan, {"fprop": signs_f, "wgrad": signs_w})
+        wx = wx.for_saving(plan[plan["wgrad.x"].reuse or "wgrad.x"])
+        saved_w = saved_w.for_saving(plan["fprop.w"]) if saved_w else None
+        ctx.save_for_backward(weight, wx.local, wx.scale,
+                              saved_w.local if saved_w else None,
+                              saved_w.scale if saved_w else None,
+                              x2 if layer.state.collect_stats else None)
+        ctx.flags = (wx.quantized, saved_w.quantized if saved_w else False)
+        ctx.layer, ctx.plan, ctx.cd, ctx.x_meta = layer, plan, cd, (x.shape, x.dtype)
+        return y.reshape(*x.shape[:-1], y.shape[-1])
+
+    @staticmethod
+    def backward(ctx, dy):
+        weight, wx_local, wx_scale, w_local, w_scale, x_hp = ctx.saved_tensors
+        layer, plan, cd = ctx.layer, ctx.plan, ctx.cd
+        x_shape, x_dtype = ctx.x_meta
+        dx = dw = None
+        with torch.autocast(dy.device.type, enabled=False):
+            dy2 = dy.reshape(-1, dy.shape[-1]).to(cd)  # [M, N]
+            signs_d, signs_w = layer.signs("dgrad", plan), layer.signs("wgrad", plan)
+            ddy = None
+            if ctx.needs_input_grad[0] or plan["wgrad.dy"].reuse:
+                ddy = layer.operand(dy2, "dgrad.dy", plan, cd, signs_d)
+            if ctx.needs_input_grad[0]:
+                if plan["dgrad.w"].reuse:
+                    dw_op = Parts(w_local, w_scale, ctx.flags[1])
+                else:
+                    dw_op = layer.operand(weight, "dgrad.w", plan, cd, signs_d)
+                dx = gemm(ddy, dw_op, cd).reshape(x_shape).to(x_dtype)  # [M, K]
+            if ctx.needs_input_grad[1]:
+                wdy = ddy if plan["wgrad.dy"].reuse else layer.operand(
+                    dy2, "wgrad.dy", plan, cd, signs_w)
+                wx = Parts(wx_local, wx_scale, ctx.flags[0])
+                dw = gemm(wdy.T, wx, cd).to(weight.dtype)  # [N, M] @ [M, K] -> [N, K]
+                if x_hp is not None:
+                    layer.record_wgrad_error(dw, dy2, x_hp)
+            layer.record_stats({"dgrad.dy": dy2, "dgrad.w": weight, "wgrad.dy": dy2},
+                               plan, {"dgrad": signs_d, "wgrad": signs_w})
+        return dx, dw, None, None
+

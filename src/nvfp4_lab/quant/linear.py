@@ -1,0 +1,131 @@
+"""``QuantLinear``: an ``nn.Linear`` whose three GEMMs follow a recipe.
+
+The module keeps ``nn.Linear``'s parameters and state-dict keys (the FP32 master weight and
+its gradient are unchanged: quantization happens on the way into each GEMM), so checkpoints
+move freely between quantized and unquantized models. It adds what the GEMMs need:
+
+* ``index``: the layer's position among the converted layers; with the run seed, the step,
+  the micro-batch, the GEMM and the operand slot it keys the stochastic-rounding bits and the
+  RHT signs (``formats/rng.py``), so a run is reproducible and a resumed run draws the bits
+  an uninterrupted one would.
+* ``state``: a ``QuantState`` shared by all layers of a model, which the training loop
+  advances (``step``, ``micro``) and which switches statistics on for one step in K.
+* ``backend``: who quantizes (``backends.py``).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from ..formats import Stream
+from ..formats.hadamard import rht_dim, sign_vector
+from . import stats as stats_mod
+from .backends import Backend
+from .gemm import Parts, QuantGemm
+from .recipe import AXIS, GEMMS, GemmPlan, Recipe, operand_plan, switched_plan
+
+
+@dataclass
+class QuantState:
+    """Per-model runtime state. step: optimizer step; micro: micro-batch within the step;
+    max_steps: the run length (for fractional switches); collect_stats: record per-layer
+    statistics on the next forward/backward."""
+
+    seed: int = 0
+    step: int = 0
+    micro: int = 0
+    max_steps: int | None = None
+    collect_stats: bool = False
+
+
+class QuantLinear(nn.Linear):
+    """y = x W^T (+ b) with Fprop, Dgrad and Wgrad quantized as ``recipe`` says."""
+
+    def __init__(self, in_features: int, out_features: int, bias: bool = False, *,
+                 recipe: Recipe, name: str = "", index: int = 0,
+                 backend: Backend | None = None, state: QuantState | None = None,
+                 device=None, dtype=None):
+        super().__init__(in_features, out_features, bias, device=device, dtype=dtype)
+        self.recipe, self.name, self.index = recipe, name, index
+        self.backend = backend or Backend()
+        self.state = state or QuantState()
+        self.plan = operand_plan(recipe)
+        self.plan_after_switch = switched_plan(self.plan, recipe.switch)
+        self.stats: dict[str, float] = {}
+
+    @classmethod
+    def from_linear(cls, linear: nn.Linear, **kwargs) -> "QuantLinear":
+        """A QuantLinear sharing ``linear``'s parameters (no copy)."""
+        q = cls(linear.in_features, linear.out_features, bias=linear.bias is not None,
+                device="meta", **kwargs)
+        q.weight, q.bias = linear.weight, linear.bias
+        return q
+
+    def current_plan(self) -> GemmPlan:
+        start = self.recipe.switch.step(self.state.max_steps)
+        return self.plan if start is None or self.state.step < start else self.plan_after_switch
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = QuantGemm.apply(x, self.weight, self, self.current_plan())
+        return y if self.bias is None else y + self.bias
+
+    # --- called by QuantGemm -------------------------------------------------------------
+
+    def stream(self, op: str) -> Stream:
+        gemm, slot = op.split(".")
+        return Stream(layer=self.index, step=self.state.step, gemm=GEMMS.index(gemm),
+                      operand=0 if slot == "dy" or gemm == "fprop" and slot == "x" else 1,
+                      call=self.state.micro)
+
+    def signs(self, gemm: str, plan: GemmPlan) -> torch.Tensor | None:
+        """The RHT sign vector shared by both operands of ``gemm`` (None: no transform)."""
+        rht = next((o.rht for op, o in plan.items() if op.startswith(gemm) and o.rht), None)
+        if rht is None:
+            return None
+        call = GEMMS.index(gemm) + len(GEMMS) * self.state.micro
+        return sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
+
+    def operand(self, x: torch.Tensor, op: str, plan: GemmPlan, cd: torch.dtype,
+                signs: torch.Tensor | None) -> Parts:
+        """x (activation/gradient in cd, or the FP32 master weight) -> the GEMM operand."""
+        o = plan[op]
+        if o.reuse:
+            raise AssertionError(f"{op} reuses {o.reuse}; QuantGemm must not quantize it")
+        if o.spec is None:
+            x = x.to(cd)
+            return Parts(rht_dim(x, signs, AXIS[op]) if o.rht else x, None, False)
+        local, scale = self.backend.operand(x, o.spec, seed=self.state.seed,
+                                            stream=self.stream(o.stream_as or op), signs=signs)
+        return Parts(local, scale, True)
+
+    def check_tokens(self, tokens: int, plan: GemmPlan) -> None:
+        """The Wgrad transform runs along tokens: a partial chunk cannot be transformed."""
+        rht = plan["wgrad.x"].rht or plan["wgrad.dy"].rht
+        if rht and tokens % rht.size:
+            raise ValueError(
+                f"layer {self.name}: the Hadamard transform on Wgrad works on chunks of "
+                f"{rht.size} tokens, but this micro-batch has {tokens} tokens (batch x "
+                f"sequence); make it a multiple of {rht.size} or change quant.rht.size")
+
+    def record_stats(self, inputs: dict[str, torch.Tensor], plan: GemmPlan,
+                     signs: dict[str, torch.Tensor | None]) -> None:
+        """Quantization statistics of the listed operands, if this step collects them."""
+        if not self.state.collect_stats:
+            return
+        for op, x in inputs.items():
+            o = plan[op]
+            if o.spec is None:
+                continue
+            values = stats_mod.operand_stats(x, o.spec, seed=self.state.seed,
+                                             stream=self.stream(o.stream_as or op),
+                                             signs=signs[op.split(".")[0]])
+            self.stats.update({f"{op}/{k}": v for k, v in values.items()})
+
+    def record_wgrad_error(self, dw: torch.Tensor, dy: torch.Tensor, x: torch.Tensor) -> None:
+        """E06's diagnostic: relative error of dW against the unquantized product."""
+        self.stats["wgrad/rel_err"] = stats_mod.rel_err(dw, dy.float().t() @ x.float())
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, recipe={self.recipe.name}, backend={self.backend.name}"

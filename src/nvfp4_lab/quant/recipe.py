@@ -1,0 +1,325 @@
+"""The recipe: which operand of which GEMM gets which treatment, in which layers, when.
+
+A ``Recipe`` is plain data (it is what ``conf/quant/*.yaml`` holds) and every field is
+validated when it is built, naming the field and the allowed values. ``operand_plan`` turns
+it into six per-operand decisions, the ``GemmPlan`` that a ``QuantLinear`` executes.
+
+The six operands (``paper.md`` §3.2; X: [tokens, in], W: [out, in], dY: [tokens, out]):
+
+    fprop.x   X  in Y  = X . W^T, blocks along in-features
+    fprop.w   W  in Y  = X . W^T, blocks along in-features (2D: 16x16 tiles)
+    dgrad.dy  dY in dX = dY . W,  blocks along out-features
+    dgrad.w   W  in dX = dY . W,  blocks along out-features (2D or same-dim: Fprop's W reused)
+    wgrad.dy  dY in dW = dY^T . X, blocks along tokens
+    wgrad.x   X  in dW = dY^T . X, blocks along tokens
+
+Operand lists (``sr``, ``quantize``) take operand names and these groups:
+
+    all          every operand
+    forward      fprop.x, fprop.w                     (E04: switch / quantize forward only)
+    backward     dgrad.dy, dgrad.w, wgrad.dy, wgrad.x (E07: "SR on Wgrad and Dgrad")
+    weights      fprop.w, dgrad.w                     (E11: weights only)
+    activations  fprop.x, wgrad.x                     (E11: activations only)
+    gradients    dgrad.dy, wgrad.dy                   (the paper's SR placement)
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+from ..formats import QuantSpec, RHTSpec
+from ..formats.hadamard import SIGN_POLICIES, check_size
+from ..formats.spec import SR_MODES
+
+OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
+GROUPS = {
+    "all": OPERANDS,
+    "forward": ("fprop.x", "fprop.w"),
+    "backward": ("dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"),
+    "weights": ("fprop.w", "dgrad.w"),
+    "activations": ("fprop.x", "wgrad.x"),
+    "gradients": ("dgrad.dy", "wgrad.dy"),
+}
+GEMMS = ("fprop", "dgrad", "wgrad")
+RECIPE_FORMATS = ("bf16", "fp8", "mxfp4", "nvfp4")
+BACKENDS = ("auto", "reference", "compiled", "triton")
+WEIGHT_BLOCKS = ("1d", "1d_same_dim", "2d")
+TENSOR_BLOCKS = ("1d", "1d_same_dim")
+PASSES = ("fwd", "bwd", "both")
+# element format and default block size of each recipe format
+ELEMENT = {"fp8": ("fp8_e4m3", 128), "mxfp4": ("mxfp4", 32), "nvfp4": ("nvfp4", 16)}
+# (tensor, the operand quantized first, the operand that reuses it under same-dim/2D blocks)
+TENSORS = (("weights", "fprop.w", "dgrad.w"), ("activations", "fprop.x", "wgrad.x"),
+           ("gradients", "dgrad.dy", "wgrad.dy"))
+# the axis each operand is blocked along when it is quantized for its own GEMM
+AXIS = {"fprop.x": -1, "fprop.w": -1, "dgrad.dy": -1, "dgrad.w": 0, "wgrad.dy": 0,
+        "wgrad.x": 0}
+
+
+def _choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}")
+
+
+def expand(name: str, items) -> tuple[str, ...]:
+    """Operand names and group names -> the operand names they stand for, in OPERANDS order."""
+    if isinstance(items, str):
+        items = (items,)
+    chosen = set()
+    for item in items:
+        if item not in OPERANDS and item not in GROUPS:
+            raise ValueError(f"{name}: {item!r} is not an operand or group; operands: "
+                             f"{', '.join(OPERANDS)}; groups: {', '.join(GROUPS)}")
+        chosen.update(GROUPS.get(item, (item,)))
+    return tuple(op for op in OPERANDS if op in chosen)
+
+
+@dataclass(frozen=True)
+class RHTConfig:
+    """Random Hadamard transform on both operands of the listed GEMMs (paper Sec. 4.2)."""
+
+    gemms: tuple[str, ...] = ("wgrad",)
+    size: int = 16
+    signs: str = "fixed"
+    seed: int = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "gemms", tuple(self.gemms))
+        for g in self.gemms:
+            _choice("rht.gemms", g, GEMMS)
+        check_size(self.size)
+        _choice("rht.signs", self.signs, SIGN_POLICIES)
+
+    @property
+    def spec(self) -> RHTSpec:
+        return RHTSpec(self.size, self.signs, self.seed)
+
+
+@dataclass(frozen=True)
+class HighPrecision:
+    """Linear layers kept unquantized: the first / last blocks (an int counts blocks, a float
+    in (0, 1) is a fraction of them, rounded up) and layers named by fnmatch patterns."""
+
+    first: int | float = 0
+    last: int | float = 0
+    names: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "names", tuple(self.names))
+        for key in ("first", "last"):
+            v = getattr(self, key)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (
+                    isinstance(v, float) and v >= 1):
+                raise ValueError(f"high_precision.{key}={v!r} must be a block count (int >= 0) "
+                                 f"or a fraction of the blocks (float in [0, 1))")
+
+    def count(self, key: str, n_blocks: int) -> int:
+        """Blocks selected by ``first`` or ``last`` in a model of n_blocks blocks."""
+        v = getattr(self, key)
+        # round() first so that 0.15 * 20 = 3.0000000000000004 counts 3 blocks, not 4
+        n = math.ceil(round(v * n_blocks, 9)) if isinstance(v, float) else v
+        if n > n_blocks:
+            raise ValueError(f"high_precision.{key}={v} selects {n} blocks, the model has "
+                             f"{n_blocks}")
+        return n
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Switch ``passes`` to high precision from step ``at`` on (paper App. D, E04): an int is
+    a step, a float in (0, 1] a fraction of the run's steps; None never switches."""
+
+    at: int | float | None = None
+    passes: str = "both"
+
+    def __post_init__(self):
+        _choice("switch.passes", self.passes, PASSES)
+        a = self.at
+        if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or a < 0
+                              or (isinstance(a, float) and a > 1)):
+            raise ValueError(f"switch.at={a!r} must be a step (int >= 0), a fraction of the "
+                             f"run (float in (0, 1]) or null")
+
+    def step(self, max_steps: int | None) -> int | None:
+        """The first high-precision step, or None."""
+        if self.at is None:
+            return None
+        if isinstance(self.at, int):
+            return self.at
+        if not max_steps:
+            raise ValueError(f"switch.at={self.at} is a fraction of the run; the number of "
+                             f"steps is unknown (set train.max_steps)")
+        return round(self.at * max_steps)
+
+    def off(self, gemm: str) -> bool:
+        """True if ``gemm`` is one of the passes that switch."""
+        return self.passes == "both" or (self.passes == "fwd") == (gemm == "fprop")
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Everything that decides how a QuantLinear computes. See the module docstring.
+
+    format: bf16 | fp8 | mxfp4 | nvfp4; block: element block size (None: 128 / 32 / 16).
+    weight_blocks: 1d (along each GEMM's dot-product dim: differs between Fprop and Dgrad) |
+        1d_same_dim (along in-features in both; simulation only, E11) | 2d (tiles, reused).
+    act_blocks, grad_blocks: 1d | 1d_same_dim (the Wgrad copy reuses the other GEMM's).
+    rht: RHTConfig; sr: operands with stochastic rounding (the rest RNE); sr_mode: hw8 | exact.
+    quantize: operands quantized at all; high_precision: layers kept unquantized;
+    switch: the late precision switch; mx_scale: MXFP4 E8M0 rounding; backend: see backends.
+    """
+
+    name: str = "nvfp4"
+    format: str = "nvfp4"
+    block: int | None = None
+    weight_blocks: str = "2d"
+    act_blocks: str = "1d"
+    grad_blocks: str = "1d"
+    rht: RHTConfig = field(default_factory=RHTConfig)
+    sr: tuple[str, ...] = ("gradients",)
+    sr_mode: str = "hw8"
+    quantize: tuple[str, ...] = ("all",)
+    high_precision: HighPrecision = field(default_factory=HighPrecision)
+    switch: Switch = field(default_factory=Switch)
+    mx_scale: str = "ceil"
+    backend: str = "auto"
+
+    def __post_init__(self):
+        _choice("format", self.format, RECIPE_FORMATS)
+        _choice("weight_blocks", self.weight_blocks, WEIGHT_BLOCKS)
+        _choice("act_blocks", self.act_blocks, TENSOR_BLOCKS)
+        _choice("grad_blocks", self.grad_blocks, TENSOR_BLOCKS)
+        _choice("sr_mode", self.sr_mode, SR_MODES)
+        _choice("backend", self.backend, BACKENDS)
+        for key, cls in (("rht", RHTConfig), ("high_precision", HighPrecision),
+                         ("switch", Switch)):
+            if isinstance(getattr(self, key), dict):
+                object.__setattr__(self, key, _build(cls, getattr(self, key), key + "."))
+        object.__setattr__(self, "sr", expand("sr", self.sr))
+        object.__setattr__(self, "quantize", expand("quantize", self.quantize))
+        if self.block is not None and (self.block < 2 or self.block & (self.block - 1)):
+            raise ValueError(f"block={self.block} must be a power of two >= 2 or null")
+        if self.format in ("bf16", "fp8") and self.sr:
+            raise ValueError(f"sr={list(self.sr)}: stochastic rounding is for FP4 formats; "
+                             f"format={self.format} needs sr=[]")
+        self._check_reuse()
+        operand_plan(self)  # every remaining inconsistency fails here, not mid-training
+
+    def _check_reuse(self) -> None:
+        """A same-dim / 2D tensor is quantized once and reused by its second GEMM, so both
+        uses must agree, and no RHT may touch the dot-product dim it was blocked along."""
+        modes = {"weights": self.weight_blocks, "activations": self.act_blocks,
+                 "gradients": self.grad_blocks}
+        gemm_of = {op: op.split(".")[0] for op in OPERANDS}
+        for tensor, first, second in TENSORS:
+            if modes[tensor] == "1d":
+                continue
+            key = {"weights": "weight_blocks", "activations": "act_blocks",
+                   "gradients": "grad_blocks"}[tensor]
+            for lst in ("sr", "quantize"):
+                if (first in getattr(self, lst)) != (second in getattr(self, lst)):
+                    raise ValueError(
+                        f"{key}={modes[tensor]} quantizes {tensor} once and reuses it in "
+                        f"{gemm_of[second]}, so {lst} must list both {first} and {second} "
+                        f"or neither (or use {key}=1d)")
+            if self.format != "bf16" and ({gemm_of[first], gemm_of[second]}
+                                          & set(self.rht.gemms)):
+                raise ValueError(
+                    f"{key}={modes[tensor]} reuses one quantization of {tensor} in "
+                    f"{gemm_of[first]} and {gemm_of[second]}, which a Hadamard transform on "
+                    f"either GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
+
+    @property
+    def element_block(self) -> int:
+        return self.block or ELEMENT[self.format][1]
+
+    def replace(self, **changes) -> "Recipe":
+        """A copy with fields changed; nested configs may be given as dicts of their fields."""
+        return from_dict({**to_dict(self), **changes})
+
+
+def _build(cls, d: dict, prefix: str = ""):
+    names = [f.name for f in dataclasses.fields(cls) if f.init]
+    for k in d:
+        if k not in names:
+            raise ValueError(f"unknown recipe key {prefix}{k!r}; allowed: {', '.join(names)}")
+    return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
+
+
+def from_dict(d: dict) -> Recipe:
+    """A Recipe from plain data (a YAML mapping, an OmegaConf container converted to dict)."""
+    return _build(Recipe, dict(d))
+
+
+def to_dict(recipe: Recipe) -> dict:
+    """Plain data that ``from_dict`` turns back into an equal recipe."""
+    d = dataclasses.asdict(recipe)
+    d["sr"], d["quantize"] = list(recipe.sr), list(recipe.quantize)
+    return d
+
+
+@dataclass(frozen=True)
+class Operand:
+    """One GEMM operand: its quantizer (None: high precision), the RHT applied to it (also
+    when it is not quantized, so that the transform cancels in the product), whether it
+    reuses the quantization of another operand (2D or same-dim blocks), and the operand
+    whose random stream it draws from (itself unless it stands in for a reused one)."""
+
+    spec: QuantSpec | None = None
+    rht: RHTSpec | None = None
+    reuse: str | None = None
+    stream_as: str | None = None
+
+    def describe(self) -> str:
+        if self.reuse:
+            return f"= {self.reuse}"
+        rht = f" rht{self.rht.size}/{self.rht.signs}" if self.rht else ""
+        if self.spec is None:
+            return "high precision" + rht
+        s = self.spec
+        block = "x".join(map(str, s.block)) if s.block else "tensor"
+        rounding = s.rounding + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
+        return f"{s.fmt} {block} axis={s.axis} {rounding}{rht}"
+
+
+GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
+
+
+def operand_plan(recipe: Recipe) -> GemmPlan:
+    """The six operands of a quantized layer under ``recipe``."""
+    rht = recipe.rht.spec if recipe.rht.gemms else None
+    reused = {second: first for tensor, first, second in TENSORS
+              if {"weights": recipe.weight_blocks, "activations": recipe.act_blocks,
+                  "gradients": recipe.grad_blocks}[tensor] != "1d"}
+    plan = {}
+    for op in OPERANDS:
+        op_rht = rht if op.split(".")[0] in recipe.rht.gemms else None
+        if op in reused:
+            plan[op] = Operand(reuse=reused[op])
+        elif recipe.format == "bf16" or op not in recipe.quantize:
+            plan[op] = Operand(None, op_rht)
+        else:
+            plan[op] = Operand(_spec(recipe, op, op_rht), op_rht)
+    return plan
+
+
+def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
+    """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
+    An operand that reused a now-unquantized one gets that operand's quantizer and stream
+    (a forward-only switch keeps the 2D weight that Dgrad sees)."""
+    gemm = {op: op.split(".")[0] for op in OPERANDS}
+    out = {op: Operand() if switch.off(gemm[op]) else o for op, o in plan.items()}
+    for op, o in out.items():
+        if o.reuse and switch.off(gemm[o.reuse]):
+            out[op] = dataclasses.replace(plan[o.reuse], stream_as=o.reuse)
+    return out
+
+
+def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
+    fmt, _ = ELEMENT[recipe.format]
+    b = recipe.element_block
+    two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
+    return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=AXIS[op],
+                     rounding="sr" if op in recipe.sr else "rne", sr_mode=recipe.sr_mode,
+                     mx_scale=recipe.mx_scale, rht=rht)

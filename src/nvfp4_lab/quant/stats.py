@@ -1,0 +1,66 @@
+"""Per-operand quantization statistics, cheap enough to log every K steps.
+
+For one quantized operand (after its RHT, if any):
+
+    top_bin          fraction of elements on the top grid point (E2M1 +-6, E4M3 +-448)
+    clipped          fraction of elements above it: saturated because the E4M3 block scale
+                     rounded down (NVFP4) or the E8M0 scale was floored (MXFP4 floor mode)
+    underflow        fraction of nonzero inputs that quantize to zero
+    scale_underflow  fraction of nonzero blocks whose scale lost precision: an E4M3 scale that
+                     is zero or subnormal (NVFP4), the smallest E8M0 scale 2^-127 (MXFP4)
+    rel_err          ||Q(x) - x|| / ||x||
+
+and per layer ``wgrad/rel_err``, the relative error of the quantized dW against the product
+of the unquantized operands: App. E.2's diagnostic, largest in the layers that need BF16.
+The operand is quantized a second time here (eager, same seed, stream and signs, so the
+same values) to read its codes and scales; that cost is paid on statistics steps only.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..formats import QuantSpec, Stream, quantize
+from ..formats.blocks import from_canonical, pad, store_scales, to_blocks, unpad
+from ..formats.fp8 import DTYPES
+from ..formats.hadamard import rht_dim
+from ..formats.spec import FP4_FORMATS
+
+_E4M3_MIN_NORMAL = 2.0 ** -6
+_E8M0_MIN = 2.0 ** -127
+
+
+def rel_err(approx: torch.Tensor, exact: torch.Tensor) -> float:
+    """||approx - exact|| / ||exact|| in fp32 (0 when both are zero)."""
+    a, e = approx.float(), exact.float()
+    denom = torch.linalg.vector_norm(e)
+    num = torch.linalg.vector_norm(a - e)
+    return float(num / denom) if denom > 0 else float(num)
+
+
+def operand_stats(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
+                  stream: Stream | None = None,
+                  signs: torch.Tensor | None = None) -> dict[str, float]:
+    """Statistics of quantizing x [any shape] with spec (see the module docstring)."""
+    q = quantize(x, spec, seed=seed, stream=stream, signs=signs)
+    layout = spec.layout
+    xr = (rht_dim(x, q.rht_signs, layout.axis) if spec.rht else x).float()
+    deq = q.dequantize()
+    values = q.values()
+    if layout.kind != "tensor":
+        values = unpad(from_canonical(values, layout), layout, x.shape)
+    top = 6.0 if spec.fmt in FP4_FORMATS else torch.finfo(DTYPES[spec.fmt][0]).max
+    on_top = values.abs() == top
+    nonzero = xr != 0
+    out = {
+        "top_bin": float(on_top.float().mean()),
+        "clipped": float((on_top & (xr.abs() > deq.abs())).float().mean()),
+        "underflow": float((nonzero & (deq == 0)).sum() / nonzero.sum().clamp_min(1)),
+        "rel_err": rel_err(deq, xr),
+    }
+    if spec.fmt in FP4_FORMATS:
+        xb, dims = to_blocks(pad(xr, layout, 2), layout)
+        live = store_scales(xb.abs().amax(dim=dims, keepdim=True), layout) > 0
+        s = q.scales.float()
+        low = s < _E4M3_MIN_NORMAL if spec.fmt == "nvfp4" else s <= _E8M0_MIN
+        out["scale_underflow"] = float((low & live).sum() / live.sum().clamp_min(1))
+    return out
