@@ -67,7 +67,8 @@ def main() -> None:
     print(f"{'copy (baseline)':32s} {'-':9s} {copy_ms:9.2f} {1.0:8.1f}")
     for name, spec in CASES.items():
         for backend in args.backends.split(","):
-            ms = bench(lambda: fake_quantize(x, spec, backend=backend), args.device, args.reps)
+            ms = bench(lambda s=spec, b=backend: fake_quantize(x, s, backend=b), args.device,
+                       args.reps)
             print(f"{name:32s} {backend:9s} {ms:9.2f} {ms / copy_ms:8.1f}", flush=True)
 
 

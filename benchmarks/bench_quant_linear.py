@@ -32,8 +32,7 @@ def stack(hidden: int, layers: int, device: str) -> nn.Sequential:
 
 
 def quantized(base: nn.Sequential, recipe, backend) -> nn.Sequential:
-    recipe = recipe.replace(high_precision={}) if recipe.high_precision != HighPrecision() \
-        else recipe
+    recipe = recipe.replace(high_precision=HighPrecision())
     return nn.Sequential(*[QuantLinear.from_linear(lin, recipe=recipe, name=f"{i}", index=i,
                                                    backend=backend)
                            for i, lin in enumerate(base)])

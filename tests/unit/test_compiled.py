@@ -15,7 +15,7 @@ import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
-from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize
+from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
 
 pytestmark = pytest.mark.slow
 
@@ -86,6 +86,21 @@ def test_compiled_equals_eager(name, dtype):
         assert_bitwise(compiled, eager)
         if kind == "nonfinite":
             assert torch.isnan(compiled).any()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", SPECS)
+def test_compiled_parts_equal_eager(name, dtype):
+    """The GEMM-operand form (local values, tensor scale) on padded adversarial shapes."""
+    spec = SPECS[name]
+    for kind in ("ties", "range"):
+        x = adversarial(kind, dtype)
+        eager = fake_quantize_parts(x, spec, seed=7)
+        compiled = fake_quantize_parts(x, spec, seed=7, backend="compiled")
+        assert_bitwise(compiled[0], eager[0])
+        assert (compiled[1] is None) == (eager[1] is None)
+        if eager[1] is not None:
+            assert_bitwise(compiled[1], eager[1])
 
 
 def test_compiled_sr_hw8_equals_eager():

@@ -15,8 +15,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from nvfp4_lab.formats import Stream, quantize
-from nvfp4_lab.formats import e2m1, rng
+from nvfp4_lab.formats import Stream, e2m1, quantize, rng
 
 GRID = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
 INTERVALS = list(zip(GRID[:-1], GRID[1:]))

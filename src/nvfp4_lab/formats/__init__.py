@@ -47,5 +47,6 @@ from .spec import FORMATS, QuantSpec, RHTSpec, Stream
 
 __all__ = [
     "FORMATS", "FP4_MAX", "GRID", "Layout", "QTensor", "QuantSpec", "RHTSpec", "SIGN_POLICIES",
-    "Stream", "fake_quantize", "fake_quantize_parts", "hadamard_matrix", "make_spec", "quantize", "rht", "sign_vector",
+    "Stream", "fake_quantize", "fake_quantize_parts", "hadamard_matrix", "make_spec", "quantize",
+    "rht", "sign_vector",
 ]

@@ -47,7 +47,7 @@ class Layout:
             raise ValueError(f"block size must be positive, got {self.size}")
 
     @staticmethod
-    def from_block(block: tuple[int, int] | int | None, axis: int = -1) -> "Layout":
+    def from_block(block: tuple[int, int] | int | None, axis: int = -1) -> Layout:
         """(1, b) -> 1D along axis; (b, 1) -> 1D along dim -2; (b, b) -> 2D tile; None -> tensor."""
         if block is None:
             return Layout("tensor")

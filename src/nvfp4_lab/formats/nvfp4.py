@@ -17,7 +17,9 @@ round-to-nearest-even:
     code_i = E2M1(y_i)                                 RNE, or SR for gradients (e2m1.py)
 
 There is no lower clamp on s_b: a block whose amax is below ~2^-9/448 of the tensor amax gets
-scale 0 and all-zero codes; between that and 2^-6/448 the scale is an E4M3 subnormal.
+scale 0, so it decodes to zeros; its nonzero elements, multiplied by enc_b = FLT_MAX, clamp
+to codes +-6 (TE's reference writes the same bytes). Between that and 2^-6/448 the scale is
+an E4M3 subnormal.
 
 Decoding: x_hat = (e2m1 * fp32(s_b)) * fp32(A / 2688). The first product is exact (2 + 4
 significant bits), so a decoded value is rounded once. A block-scaled tensor core computes

@@ -78,6 +78,20 @@ class QTensor:
                 f"{tuple(self.data.shape)})")
 
 
+def _scaled_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax=None) -> torch.Tensor:
+    """values * block scales (* NVFP4's A / 2688 if amax is given), in the blocked view.
+
+    Scaling happens before the padding is sliced off: inductor (torch 2.13, CPU) miscompiles
+    a pointwise op applied after that slice (it reads past the written buffer).
+    """
+    if spec.fmt == "nvfp4":
+        xb = values * scales.float()
+        return xb if amax is None else xb * nvfp4.global_decode_scale(amax)
+    if spec.fmt == "mxfp4":
+        return mxfp4.dequantize_blocks(values, scales)
+    return fp8.dequantize_blocks(values, scales)
+
+
 def decode_local(values: torch.Tensor, spec: QuantSpec, scales,
                  shape: torch.Size) -> torch.Tensor:
     """Element values (fp32 blocked view) times their block scales -> fp32 tensor of ``shape``.
@@ -88,21 +102,18 @@ def decode_local(values: torch.Tensor, spec: QuantSpec, scales,
     """
     if spec.fmt == "bf16":
         return values
-    if spec.fmt == "nvfp4":
-        xb = values * scales.float()
-    elif spec.fmt == "mxfp4":
-        xb = mxfp4.dequantize_blocks(values, scales)
-    else:
-        xb = fp8.dequantize_blocks(values, scales)
-    return unpad(from_blocks(xb, spec.layout), spec.layout, shape)
+    return unpad(from_blocks(_scaled_blocks(values, spec, scales), spec.layout), spec.layout,
+                 shape)
 
 
 def dequantize_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax,
                       shape: torch.Size) -> torch.Tensor:
     """Element values (fp32 blocked view) and keepdim scales -> fp32 tensor of ``shape``.
 
-    Shared by QTensor.dequantize and fake_quantize, so that both decode identically:
-    ``decode_local`` times NVFP4's global decode scale A / 2688.
+    Shared by QTensor.dequantize and fake_quantize, so that both decode identically: the
+    ``decode_local`` values times NVFP4's global decode scale A / 2688, rounded once.
     """
-    local = decode_local(values, spec, scales, shape)
-    return local * nvfp4.global_decode_scale(amax) if spec.fmt == "nvfp4" else local
+    if spec.fmt == "bf16":
+        return values
+    return unpad(from_blocks(_scaled_blocks(values, spec, scales, amax), spec.layout),
+                 spec.layout, shape)

@@ -129,7 +129,7 @@ def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
     return local, (nvfp4.global_decode_scale(amax) if spec.fmt == "nvfp4" else None)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _compiled(spec: QuantSpec, parts: bool = False):
     # Every spec and input shape/dtype is one more graph of the same Python function, and
     # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.

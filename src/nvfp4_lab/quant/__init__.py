@@ -46,8 +46,17 @@ from .convert import Report, convert, find_blocks, quant_layers, quant_state
 from .linear import QuantLinear, QuantState
 from .presets import PRESETS, preset
 from .recipe import (
-    GROUPS, OPERANDS, HighPrecision, Operand, Recipe, RHTConfig, Switch, from_dict,
-    operand_plan, switched_plan, to_dict,
+    GROUPS,
+    OPERANDS,
+    HighPrecision,
+    Operand,
+    Recipe,
+    RHTConfig,
+    Switch,
+    from_dict,
+    operand_plan,
+    switched_plan,
+    to_dict,
 )
 
 __all__ = [

@@ -2,8 +2,9 @@
 
 Candidates are the linear layers inside the model's transformer blocks (the ``nn.ModuleList``
 named by ``blocks``, or found as the longest ModuleList holding linear layers). Everything
-outside the blocks stays as it is and is reported so: embeddings, the LM head, norms, and
-the attention BMMs and softmax, which are not linear layers (``paper.md`` §3.5). A candidate
+outside the blocks stays as it is (``paper.md`` §3.5): a linear layer there, such as the LM
+head, gets a report row saying so; embeddings, norms, the attention BMMs and softmax are not
+linear layers and are never touched. A candidate
 stays high precision if the recipe's ``high_precision`` selects its block or its name.
 
 The converter fails loudly rather than train something else than was asked for: a name
@@ -80,7 +81,11 @@ def find_blocks(model: nn.Module, blocks: str | None = None) -> tuple[str, nn.Mo
     """(name, list) of the transformer blocks: ``blocks`` if given, else the longest
     ModuleList whose children hold linear layers."""
     if blocks is not None:
-        found = model.get_submodule(blocks)
+        try:
+            found = model.get_submodule(blocks)
+        except AttributeError:
+            raise ValueError(f"blocks={blocks!r}: {type(model).__name__} has no such "
+                             f"submodule") from None
         if not isinstance(found, nn.ModuleList):
             raise ValueError(f"blocks={blocks!r} is a {type(found).__name__}, not a ModuleList")
         return blocks, found

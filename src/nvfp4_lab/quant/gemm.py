@@ -38,10 +38,10 @@ class Parts(NamedTuple):
     quantized: bool
 
     @property
-    def T(self) -> "Parts":
+    def T(self) -> Parts:
         return Parts(self.local.t(), self.scale, self.quantized)
 
-    def for_saving(self, op) -> "Parts":
+    def for_saving(self, op) -> Parts:
         """FP4 parts (of Operand ``op``) are exact in BF16: half the memory of FP32."""
         if op.spec is not None and op.spec.fmt in FP4_FORMATS:
             return self._replace(local=self.local.to(torch.bfloat16))
@@ -124,7 +124,9 @@ class QuantGemm(torch.autograd.Function):
                 dw = gemm(wdy.T, wx, cd).to(weight.dtype)  # [N, M] @ [M, K] -> [N, K]
                 if x_hp is not None:
                     layer.record_wgrad_error(dw, dy2, x_hp)
-            layer.record_stats({"dgrad.dy": dy2, "dgrad.w": weight, "wgrad.dy": dy2},
-                               plan, {"dgrad": signs_d, "wgrad": signs_w})
+            used = {"dgrad.dy": dy2, "dgrad.w": weight} if ctx.needs_input_grad[0] else {}
+            if ctx.needs_input_grad[1]:
+                used["wgrad.dy"] = dy2
+            layer.record_stats(used, plan, {"dgrad": signs_d, "wgrad": signs_w})
         return dx, dw, None, None
 

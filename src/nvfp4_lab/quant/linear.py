@@ -56,7 +56,7 @@ class QuantLinear(nn.Linear):
         self.stats: dict[str, float] = {}
 
     @classmethod
-    def from_linear(cls, linear: nn.Linear, **kwargs) -> "QuantLinear":
+    def from_linear(cls, linear: nn.Linear, **kwargs) -> QuantLinear:
         """A QuantLinear sharing ``linear``'s parameters (no copy)."""
         q = cls(linear.in_features, linear.out_features, bias=linear.bias is not None,
                 device="meta", **kwargs)
@@ -69,7 +69,9 @@ class QuantLinear(nn.Linear):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = QuantGemm.apply(x, self.weight, self, self.current_plan())
-        return y if self.bias is None else y + self.bias
+        # a bias (the paper's models have none) is added after the GEMM in its output dtype,
+        # not fused into the matmul as nn.Linear's addmm does: same dtype, not the same bits
+        return y if self.bias is None else y + self.bias.to(y.dtype)
 
     # --- called by QuantGemm -------------------------------------------------------------
 

@@ -28,7 +28,7 @@ PRESETS: dict[str, Recipe] = {
 }
 
 
-def preset(name: str, **changes) -> Recipe:
+def preset(name: str, /, **changes) -> Recipe:
     """A preset by name, optionally with fields changed (nested ones as dicts)."""
     if name not in PRESETS:
         raise ValueError(f"quant={name!r} is not one of {', '.join(PRESETS)}")

@@ -62,6 +62,11 @@ def _choice(name: str, value, allowed) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}")
 
 
+def _names(items) -> tuple:
+    """A YAML list, or a bare string meaning a list of one."""
+    return (items,) if isinstance(items, str) else tuple(items)
+
+
 def expand(name: str, items) -> tuple[str, ...]:
     """Operand names and group names -> the operand names they stand for, in OPERANDS order."""
     if isinstance(items, str):
@@ -85,10 +90,14 @@ class RHTConfig:
     seed: int = 0
 
     def __post_init__(self):
-        object.__setattr__(self, "gemms", tuple(self.gemms))
+        object.__setattr__(self, "gemms", _names(self.gemms))
         for g in self.gemms:
             _choice("rht.gemms", g, GEMMS)
-        check_size(self.size)
+        try:
+            check_size(self.size)
+        except ValueError:
+            raise ValueError(f"rht.size={self.size!r} must be a power of two in 2..256"
+                             ) from None
         _choice("rht.signs", self.signs, SIGN_POLICIES)
 
     @property
@@ -106,7 +115,7 @@ class HighPrecision:
     names: tuple[str, ...] = ()
 
     def __post_init__(self):
-        object.__setattr__(self, "names", tuple(self.names))
+        object.__setattr__(self, "names", _names(self.names))
         for key in ("first", "last"):
             v = getattr(self, key)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (
@@ -139,7 +148,7 @@ class Switch:
         if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or a < 0
                               or (isinstance(a, float) and a > 1)):
             raise ValueError(f"switch.at={a!r} must be a step (int >= 0), a fraction of the "
-                             f"run (float in (0, 1]) or null")
+                             f"run (float in [0, 1]) or null")
 
     def step(self, max_steps: int | None) -> int | None:
         """The first high-precision step, or None."""
@@ -194,11 +203,16 @@ class Recipe:
         _choice("backend", self.backend, BACKENDS)
         for key, cls in (("rht", RHTConfig), ("high_precision", HighPrecision),
                          ("switch", Switch)):
-            if isinstance(getattr(self, key), dict):
-                object.__setattr__(self, key, _build(cls, getattr(self, key), key + "."))
+            value = getattr(self, key)
+            if isinstance(value, dict):
+                object.__setattr__(self, key, _build(cls, value, key + "."))
+            elif not isinstance(value, cls):
+                raise ValueError(f"{key}={value!r} must be a mapping of {cls.__name__} fields "
+                                 f"({', '.join(f.name for f in dataclasses.fields(cls))})")
         object.__setattr__(self, "sr", expand("sr", self.sr))
         object.__setattr__(self, "quantize", expand("quantize", self.quantize))
-        if self.block is not None and (self.block < 2 or self.block & (self.block - 1)):
+        if self.block is not None and (isinstance(self.block, bool) or not isinstance(
+                self.block, int) or self.block < 2 or self.block & (self.block - 1)):
             raise ValueError(f"block={self.block} must be a power of two >= 2 or null")
         if self.format in ("bf16", "fp8") and self.sr:
             raise ValueError(f"sr={list(self.sr)}: stochastic rounding is for FP4 formats; "
@@ -234,16 +248,21 @@ class Recipe:
     def element_block(self) -> int:
         return self.block or ELEMENT[self.format][1]
 
-    def replace(self, **changes) -> "Recipe":
-        """A copy with fields changed; nested configs may be given as dicts of their fields."""
-        return from_dict({**to_dict(self), **changes})
+    def replace(self, **changes) -> Recipe:
+        """A copy with fields changed. A nested config given as a dict changes only the
+        fields it names: ``replace(rht={"signs": "none"})`` keeps the size."""
+        d = to_dict(self)
+        for k, v in changes.items():
+            d[k] = {**d[k], **v} if isinstance(v, dict) and isinstance(d.get(k), dict) else v
+        return from_dict(d)
 
 
 def _build(cls, d: dict, prefix: str = ""):
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for k in d:
         if k not in names:
-            raise ValueError(f"unknown recipe key {prefix}{k!r}; allowed: {', '.join(names)}")
+            where = f" ({prefix}{k})" if prefix else ""
+            raise ValueError(f"unknown recipe key {k!r}{where}; allowed: {', '.join(names)}")
     return cls(**{k: tuple(v) if isinstance(v, list) else v for k, v in d.items()})
 
 

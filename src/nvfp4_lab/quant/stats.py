@@ -3,8 +3,9 @@
 For one quantized operand (after its RHT, if any):
 
     top_bin          fraction of elements on the top grid point (E2M1 +-6, E4M3 +-448)
-    clipped          fraction of elements above it: saturated because the E4M3 block scale
-                     rounded down (NVFP4) or the E8M0 scale was floored (MXFP4 floor mode)
+    clipped          fraction of elements above it (by more than fp32 noise): saturated
+                     because the E4M3 block scale rounded down (NVFP4) or the E8M0 scale
+                     was floored (MXFP4 floor mode)
     underflow        fraction of nonzero inputs that quantize to zero
     scale_underflow  fraction of nonzero blocks whose scale lost precision: an E4M3 scale that
                      is zero or subnormal (NVFP4), the smallest E8M0 scale 2^-127 (MXFP4)
@@ -27,6 +28,8 @@ from ..formats.spec import FP4_FORMATS
 
 _E4M3_MIN_NORMAL = 2.0 ** -6
 _E8M0_MIN = 2.0 ** -127
+_CLIP_TOL = 2.0 ** -16  # scale arithmetic is a few fp32 ulps (2^-23) off; clipping by an
+# E4M3 scale rounded down is at least 2^-10 relative unless the scale was nearly exact
 
 
 def rel_err(approx: torch.Tensor, exact: torch.Tensor) -> float:
@@ -49,11 +52,15 @@ def operand_stats(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
     if layout.kind != "tensor":
         values = unpad(from_canonical(values, layout), layout, x.shape)
     top = 6.0 if spec.fmt in FP4_FORMATS else torch.finfo(DTYPES[spec.fmt][0]).max
-    on_top = values.abs() == top
+    # a block whose scale underflowed to 0 holds codes +-6 that decode to 0 (as in TE): those
+    # elements are underflow, not top-bin
+    on_top = (values.abs() == top) & (deq != 0)
     nonzero = xr != 0
+    # clipped: above the top grid point by more than the ulps of the scale arithmetic
+    above = xr.abs() > deq.abs() * (1 + _CLIP_TOL)
     out = {
         "top_bin": float(on_top.float().mean()),
-        "clipped": float((on_top & (xr.abs() > deq.abs())).float().mean()),
+        "clipped": float((on_top & above).float().mean()),
         "underflow": float((nonzero & (deq == 0)).sum() / nonzero.sum().clamp_min(1)),
         "rel_err": rel_err(deq, xr),
     }

@@ -1,0 +1,143 @@
+"""Backends: selection, the self-test that guards a fast backend, compiled == reference."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+from nvfp4_lab.formats import fake_quantize_parts
+from nvfp4_lab.quant import (
+    PRESETS,
+    Backend,
+    BackendError,
+    QuantLinear,
+    QuantState,
+    make_backend,
+    operand_plan,
+    resolve,
+    self_test,
+)
+from nvfp4_lab.quant.backends import _check_unbiased
+
+NVFP4_SPECS = [o.spec for o in operand_plan(PRESETS["nvfp4"]).values() if o.spec]
+SR_SPECS = [s for s in NVFP4_SPECS if s.rounding == "sr"]
+
+
+class ZeroSR(Backend):
+    """A broken kernel: stochastic rounding that writes zeros."""
+    name = "zero-sr"
+
+    def operand(self, x, spec, **kw):
+        local, scale = super().operand(x, spec, **kw)
+        return (torch.zeros_like(local) if spec.rounding == "sr" else local), scale
+
+
+class NearestSR(Backend):
+    """A broken kernel: 'stochastic' rounding that rounds to nearest."""
+    name = "nearest-sr"
+
+    def operand(self, x, spec, **kw):
+        return super().operand(x, dataclasses.replace(spec, rounding="rne"), **kw)
+
+
+class OffByOneScale(Backend):
+    """A broken kernel: the NVFP4 tensor scale one ulp off."""
+    name = "off-by-one"
+
+    def operand(self, x, spec, **kw):
+        local, scale = super().operand(x, spec, **kw)
+        return local, None if scale is None else torch.nextafter(scale, scale + 1)
+
+
+@pytest.mark.parametrize("broken", [ZeroSR, NearestSR, OffByOneScale])
+def test_self_test_rejects_broken_backends(broken):
+    specs = SR_SPECS if broken is not OffByOneScale else NVFP4_SPECS[:1]
+    with pytest.raises(BackendError, match=broken.name):
+        self_test(broken(), specs)
+
+
+def test_self_test_accepts_the_reference():
+    self_test(Backend(), NVFP4_SPECS)
+
+
+@pytest.mark.parametrize("broken", [ZeroSR, NearestSR])
+def test_unbiasedness_check_alone_catches_biased_sr(broken):
+    """Even without the byte comparison, an all-zero or nearest 'SR' is rejected: on the
+    probe tensor RNE gives 1.0 and zero gives 0.0 where 1.2 (exact) / 1.19922 (hw8) is due."""
+    for spec in SR_SPECS:
+        _check_unbiased(Backend(), spec, "cpu")  # the reference passes
+        with pytest.raises(BackendError, match="biased"):
+            _check_unbiased(broken(), spec, "cpu")
+
+
+def test_unbiasedness_check_exact_mode():
+    spec = dataclasses.replace(SR_SPECS[0], sr_mode="exact", rht=None)
+    _check_unbiased(Backend(), spec, "cpu")
+    with pytest.raises(BackendError):
+        _check_unbiased(NearestSR(), spec, "cpu")
+
+
+def test_triton_unavailable_on_cpu_is_a_clear_error():
+    with pytest.raises(BackendError, match="CUDA|nvfp4_kernels"):
+        resolve("triton", NVFP4_SPECS)
+
+
+def test_unknown_backend_names_the_choices():
+    with pytest.raises(ValueError, match="auto, reference, compiled, triton"):
+        make_backend("fast")
+
+
+def test_auto_falls_back_with_a_warning(monkeypatch):
+    import nvfp4_lab.quant.backends as backends
+
+    monkeypatch.setattr(backends, "make_backend",
+                        lambda name: Backend() if name == "reference" else ZeroSR())
+    with pytest.warns(UserWarning, match="skipping compiled"):
+        chosen = resolve("auto", SR_SPECS)
+    assert type(chosen) is Backend
+
+
+def test_explicit_backend_that_fails_raises(monkeypatch):
+    import nvfp4_lab.quant.backends as backends
+
+    monkeypatch.setattr(backends, "make_backend", lambda name: NearestSR())
+    with pytest.raises(BackendError):
+        resolve("compiled", SR_SPECS)
+
+
+@pytest.mark.slow
+def test_auto_on_cpu_is_compiled_and_self_tested():
+    assert resolve("auto", NVFP4_SPECS).name == "compiled"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
+def test_compiled_layer_equals_reference_layer(name):
+    """Forward and backward of a QuantLinear, byte for byte, on both backends."""
+    recipe = PRESETS[name]
+    torch.manual_seed(0)
+    base = nn.Linear(128, 64, bias=False)
+    x = torch.randn(2, 64, 128) * torch.exp(torch.randn(2, 64, 1))
+    grad = torch.randn(2, 64, 64)
+    results = []
+    for backend in (Backend(), make_backend("compiled")):
+        lin = nn.Linear(128, 64, bias=False)
+        lin.weight = nn.Parameter(base.weight.detach().clone())
+        layer = QuantLinear.from_linear(lin, recipe=recipe, backend=backend, index=2,
+                                        state=QuantState(seed=5, step=3))
+        xi = x.clone().requires_grad_()
+        y = layer(xi)
+        y.backward(grad)
+        results.append((y, xi.grad, layer.weight.grad))
+    for a, b in zip(*results):
+        assert torch.equal(a, b)
+
+
+def test_backend_operand_matches_formats():
+    x = torch.randn(32, 64)
+    spec = NVFP4_SPECS[0]
+    got = Backend().operand(x, spec, seed=1)
+    want = fake_quantize_parts(x, spec, seed=1)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
