@@ -42,7 +42,7 @@ What is done differently from the paper and Transformer Engine, and why:
   GEMM, operand) instead of a global generator, so runs are reproducible and resumable.
 """
 from .backends import Backend, BackendError, make_backend, resolve, self_test
-from .convert import Report, convert, find_blocks, quant_layers, quant_state
+from .convert import Report, convert, find_blocks, layer_stats, quant_layers, quant_state
 from .linear import QuantLinear, QuantState
 from .presets import PRESETS, preset
 from .recipe import (
@@ -62,6 +62,6 @@ from .recipe import (
 __all__ = [
     "GROUPS", "OPERANDS", "PRESETS", "Backend", "BackendError", "HighPrecision", "Operand",
     "QuantLinear", "QuantState", "RHTConfig", "Recipe", "Report", "Switch", "convert",
-    "find_blocks", "from_dict", "make_backend", "operand_plan", "preset", "quant_layers",
-    "quant_state", "resolve", "self_test", "switched_plan", "to_dict",
+    "find_blocks", "from_dict", "layer_stats", "make_backend", "operand_plan", "preset",
+    "quant_layers", "quant_state", "resolve", "self_test", "switched_plan", "to_dict",
 ]

@@ -186,6 +186,16 @@ def quant_layers(model: nn.Module) -> list[QuantLinear]:
     return [m for m in model.modules() if isinstance(m, QuantLinear)]
 
 
+def layer_stats(model: nn.Module) -> dict[str, float]:
+    """The statistics the QuantLinears recorded on the last statistics step, as
+    ``{"<layer>/<operand>/<metric>": value}`` (for a logger), and clears them."""
+    out = {}
+    for layer in quant_layers(model):
+        out.update({f"{layer.name}/{k}": v for k, v in layer.stats.items()})
+        layer.stats = {}
+    return out
+
+
 def quant_state(model: nn.Module) -> QuantState | None:
     """The QuantState shared by the model's QuantLinears (None if nothing was converted)."""
     layers = quant_layers(model)

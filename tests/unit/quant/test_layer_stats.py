@@ -14,11 +14,22 @@ import math
 
 import pytest
 import torch
+from tiny_model import TinyLM, lm_loss
 from torch import nn
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, quantize
 from nvfp4_lab.formats.hadamard import rht, sign_vector
-from nvfp4_lab.quant import PRESETS, QuantLinear, QuantState, Recipe
+from nvfp4_lab.quant import (
+    PRESETS,
+    Backend,
+    QuantLinear,
+    QuantState,
+    Recipe,
+    convert,
+    layer_stats,
+    preset,
+    quant_state,
+)
 from nvfp4_lab.quant.stats import operand_stats, rel_err
 
 GRID = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
@@ -345,3 +356,17 @@ def test_collecting_stats_changes_no_output_or_gradient(name):
     assert on[0].stats and not off[0].stats
     for a, b in zip(on[1:4], off[1:4]):
         assert torch.equal(a, b)
+
+
+def test_layer_stats_collects_per_layer_names_and_clears():
+    """layer_stats(model): '<layer>/<operand>/<metric>' for every converted layer, then empty."""
+    torch.manual_seed(0)
+    model = TinyLM(d=64, n_blocks=2)
+    report = convert(model, preset("nvfp4_base"), backend=Backend())
+    quant_state(model).collect_stats = True
+    lm_loss(model, torch.randint(0, 64, (2, 33))).backward()
+    stats = layer_stats(model)
+    layers = {k.rsplit("/", 2)[0] for k in stats}
+    assert layers == set(report.quantized)
+    assert stats["blocks.1.fc2/wgrad/rel_err"] > 0
+    assert layer_stats(model) == {}
