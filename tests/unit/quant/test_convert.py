@@ -30,13 +30,7 @@ from nvfp4_lab.quant import (
 KINDS = ("qkv", "proj", "fc1", "fc2")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The GEMMs here are tiny: two threads on two busy cores are ~10x slower than one."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def layers_of(*blocks: int) -> list[str]:

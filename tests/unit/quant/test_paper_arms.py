@@ -30,13 +30,7 @@ from nvfp4_lab.quant import (
 BACKWARD = ("dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """The GEMMs here are tiny: two threads on two busy cores are ~10x slower than one."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @dataclass
