@@ -8,13 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
+from te_reference import E2M1_MAGNITUDES, e2m1_magnitude_code
 
 from nvfp4_lab.formats import e2m1
-
-try:                                      # tests/unit as a package or as a rootdir
-    from .te_reference import E2M1_MAGNITUDES, e2m1_magnitude_code
-except ImportError:
-    from te_reference import E2M1_MAGNITUDES, e2m1_magnitude_code
 
 F32 = torch.float32
 INF = torch.tensor(float("inf"))

@@ -10,31 +10,18 @@ from __future__ import annotations
 
 import pytest
 import torch
+from te_reference import (
+    INV6,
+    block_scale,
+    e2m1_decode,
+    e4m3_bytes,
+    e4m3_round,
+    global_scales,
+    pad2d,
+    te_nvfp4_reference,
+)
 
 from nvfp4_lab.formats import fake_quantize, quantize
-
-try:                                      # tests/unit as a package or as a rootdir
-    from .te_reference import (
-        INV6,
-        block_scale,
-        e2m1_decode,
-        e4m3_bytes,
-        e4m3_round,
-        global_scales,
-        pad2d,
-        te_nvfp4_reference,
-    )
-except ImportError:
-    from te_reference import (
-        INV6,
-        block_scale,
-        e2m1_decode,
-        e4m3_bytes,
-        e4m3_round,
-        global_scales,
-        pad2d,
-        te_nvfp4_reference,
-    )
 
 F32, BF16, F16 = torch.float32, torch.bfloat16, torch.float16
 ORDERS = ("te", "te_v2_8")

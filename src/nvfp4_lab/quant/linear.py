@@ -24,7 +24,7 @@ from ..formats.hadamard import rht_dim, sign_vector
 from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm
-from .recipe import AXIS, GEMMS, GemmPlan, Recipe, operand_plan, switched_plan
+from .recipe import AXIS, GEMMS, GemmPlan, Recipe, gemm_of, operand_plan, switched_plan
 
 
 @dataclass
@@ -122,7 +122,7 @@ class QuantLinear(nn.Linear):
                 continue
             values = stats_mod.operand_stats(x, o.spec, seed=self.state.seed,
                                              stream=self.stream(o.stream_as or op),
-                                             signs=signs[op.split(".")[0]])
+                                             signs=signs[gemm_of(op)])
             self.stats.update({f"{op}/{k}": v for k, v in values.items()})
 
     def record_wgrad_error(self, dw: torch.Tensor, dy: torch.Tensor, x: torch.Tensor) -> None:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..formats import QuantSpec, RHTSpec
 from ..formats.hadamard import SIGN_POLICIES, check_size
-from ..formats.spec import SR_MODES
+from ..formats.spec import SR_MODES, _choice
 
 OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
 GROUPS = {
@@ -49,17 +49,19 @@ TENSOR_BLOCKS = ("1d", "1d_same_dim")
 PASSES = ("fwd", "bwd", "both")
 # element format and default block size of each recipe format
 ELEMENT = {"fp8": ("fp8_e4m3", 128), "mxfp4": ("mxfp4", 32), "nvfp4": ("nvfp4", 16)}
-# (tensor, the operand quantized first, the operand that reuses it under same-dim/2D blocks)
-TENSORS = (("weights", "fprop.w", "dgrad.w"), ("activations", "fprop.x", "wgrad.x"),
-           ("gradients", "dgrad.dy", "wgrad.dy"))
+# (tensor, its blocks field, the operand quantized first, the operand that reuses it under
+# same-dim or 2D blocks)
+TENSORS = (("weights", "weight_blocks", "fprop.w", "dgrad.w"),
+           ("activations", "act_blocks", "fprop.x", "wgrad.x"),
+           ("gradients", "grad_blocks", "dgrad.dy", "wgrad.dy"))
 # the axis each operand is blocked along when it is quantized for its own GEMM
 AXIS = {"fprop.x": -1, "fprop.w": -1, "dgrad.dy": -1, "dgrad.w": 0, "wgrad.dy": 0,
         "wgrad.x": 0}
 
 
-def _choice(name: str, value, allowed) -> None:
-    if value not in allowed:
-        raise ValueError(f"{name}={value!r} is not one of {', '.join(map(str, allowed))}")
+def gemm_of(op: str) -> str:
+    """"dgrad.w" -> "dgrad"."""
+    return op.split(".")[0]
 
 
 def _names(items) -> tuple:
@@ -223,26 +225,22 @@ class Recipe:
     def _check_reuse(self) -> None:
         """A same-dim / 2D tensor is quantized once and reused by its second GEMM, so both
         uses must agree, and no RHT may touch the dot-product dim it was blocked along."""
-        modes = {"weights": self.weight_blocks, "activations": self.act_blocks,
-                 "gradients": self.grad_blocks}
-        gemm_of = {op: op.split(".")[0] for op in OPERANDS}
-        for tensor, first, second in TENSORS:
-            if modes[tensor] == "1d":
+        for tensor, key, first, second in TENSORS:
+            mode = getattr(self, key)
+            if mode == "1d":
                 continue
-            key = {"weights": "weight_blocks", "activations": "act_blocks",
-                   "gradients": "grad_blocks"}[tensor]
             for lst in ("sr", "quantize"):
                 if (first in getattr(self, lst)) != (second in getattr(self, lst)):
                     raise ValueError(
-                        f"{key}={modes[tensor]} quantizes {tensor} once and reuses it in "
-                        f"{gemm_of[second]}, so {lst} must list both {first} and {second} "
+                        f"{key}={mode} quantizes {tensor} once and reuses it in "
+                        f"{gemm_of(second)}, so {lst} must list both {first} and {second} "
                         f"or neither (or use {key}=1d)")
-            if self.format != "bf16" and ({gemm_of[first], gemm_of[second]}
-                                          & set(self.rht.gemms)):
+            gemms = {gemm_of(first), gemm_of(second)}
+            if self.format != "bf16" and gemms & set(self.rht.gemms):
                 raise ValueError(
-                    f"{key}={modes[tensor]} reuses one quantization of {tensor} in "
-                    f"{gemm_of[first]} and {gemm_of[second]}, which a Hadamard transform on "
-                    f"either GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
+                    f"{key}={mode} reuses one quantization of {tensor} in "
+                    f"{gemm_of(first)} and {gemm_of(second)}, which a Hadamard transform on either "
+                    f"GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
 
     @property
     def element_block(self) -> int:
@@ -308,12 +306,11 @@ GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
 def operand_plan(recipe: Recipe) -> GemmPlan:
     """The six operands of a quantized layer under ``recipe``."""
     rht = recipe.rht.spec if recipe.rht.gemms else None
-    reused = {second: first for tensor, first, second in TENSORS
-              if {"weights": recipe.weight_blocks, "activations": recipe.act_blocks,
-                  "gradients": recipe.grad_blocks}[tensor] != "1d"}
+    reused = {second: first for _, key, first, second in TENSORS
+              if getattr(recipe, key) != "1d"}
     plan = {}
     for op in OPERANDS:
-        op_rht = rht if op.split(".")[0] in recipe.rht.gemms else None
+        op_rht = rht if gemm_of(op) in recipe.rht.gemms else None
         if op in reused:
             plan[op] = Operand(reuse=reused[op])
         elif recipe.format == "bf16" or op not in recipe.quantize:
@@ -327,10 +324,9 @@ def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
     """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
     An operand that reused a now-unquantized one gets that operand's quantizer and stream
     (a forward-only switch keeps the 2D weight that Dgrad sees)."""
-    gemm = {op: op.split(".")[0] for op in OPERANDS}
-    out = {op: Operand() if switch.off(gemm[op]) else o for op, o in plan.items()}
+    out = {op: Operand() if switch.off(gemm_of(op)) else o for op, o in plan.items()}
     for op, o in out.items():
-        if o.reuse and switch.off(gemm[o.reuse]):
+        if o.reuse and switch.off(gemm_of(o.reuse)):
             out[op] = dataclasses.replace(plan[o.reuse], stream_as=o.reuse)
     return out
 
