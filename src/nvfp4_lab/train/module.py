@@ -1,0 +1,154 @@
+"""The LightningModule: a plain transformer, quantized in ``configure_model``, trained on tokens.
+
+The model (``nvfp4_lab.model``) knows nothing about quantization. ``configure_model`` builds
+it and hands it to ``quant.convert``, which swaps the recipe's linear layers for
+``QuantLinear``s and returns the report saved beside the run (``layer_report.json``). Lightning
+calls ``configure_model`` inside the strategy's context, so the same code serves one CPU, DDP
+and FSDP.
+
+Every quantized GEMM draws its stochastic-rounding bits and RHT signs from (seed, layer, step,
+micro-batch, GEMM, operand), never from a global RNG: ``training_step`` tells the shared
+``QuantState`` which step and micro-batch it is in, so a resumed run rounds exactly as an
+uninterrupted one.
+
+A non-finite loss or gradient stops training (``NonFiniteError``) with the step and the first
+layer that produced a non-finite value named; the exception is raised before the optimizer
+step, so no checkpoint with broken weights is ever written.
+
+Loss is logged in nats/token (``train_loss``, ``val_loss``) and bits per byte (``val_bpb``),
+with ``tokens`` seen after the step, so curves can be drawn against tokens as in the paper.
+"""
+from __future__ import annotations
+
+import math
+
+import lightning as L
+import torch
+from torch import nn
+
+from ..model import ModelConfig, Transformer, lm_loss
+from ..quant import Recipe, convert, layer_stats, operand_plan, resolve
+from ..quant.linear import QuantState
+from .schema import TrainConfig
+
+
+class NonFiniteError(RuntimeError):
+    """Training produced NaN/Inf; the message names the step and the layer."""
+
+
+def lr_lambda(train: TrainConfig, max_steps: int):
+    """The learning-rate multiplier at each step: linear warmup, then WSD (constant, then a
+    linear decay over the last ``train.decay`` of the run, as the paper) or cosine, both down
+    to ``train.min_lr_ratio``."""
+    warmup = round(train.warmup * max_steps)
+    floor = train.min_lr_ratio
+
+    def factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        if train.schedule == "wsd":
+            start = max_steps - round(train.decay * max_steps)
+            if step < start:
+                return 1.0
+            frac = (step - start) / max(max_steps - start, 1)
+        else:
+            frac = (step - warmup) / max(max_steps - warmup, 1)
+            frac = 0.5 * (1 - math.cos(math.pi * min(frac, 1.0)))
+        return 1.0 - (1.0 - floor) * min(frac, 1.0)
+
+    return factor
+
+
+def first_nonfinite(model: nn.Module, x: torch.Tensor) -> str:
+    """Re-run the forward pass with hooks and name the first module whose output is not finite
+    (``x: [B, T]`` the batch that produced the non-finite loss)."""
+    found: list[str] = []
+
+    def hook(name):
+        def check(_module, _inputs, out):
+            if not found and torch.is_tensor(out) and not torch.isfinite(out).all():
+                found.append(name)
+        return check
+
+    handles = [m.register_forward_hook(hook(n)) for n, m in model.named_modules() if n]
+    try:
+        with torch.no_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return found[0] if found else "(no layer output; the loss itself)"
+
+
+class LMTask(L.LightningModule):
+    def __init__(self, model: ModelConfig, recipe: Recipe, train: TrainConfig, *, seed: int,
+                 max_steps: int, tokens_per_step: int, bytes_per_token: float | None):
+        super().__init__()
+        self.model_cfg, self.recipe, self.train_cfg = model, recipe, train
+        self.seed, self.max_steps, self.tokens_per_step = seed, max_steps, tokens_per_step
+        self.bytes_per_token = bytes_per_token
+        self.model: Transformer | None = None
+        self.report = None
+        self.backend = None
+        self.qstate = QuantState(seed=seed, max_steps=max_steps)
+
+    def setup(self, stage: str) -> None:
+        # Resolve and self-test the backend here, not in configure_model: Lightning runs that
+        # under a torch.device context, which torch.compile cannot trace.
+        if self.backend is None:
+            specs = [o.spec for o in operand_plan(self.recipe).values() if o.spec]
+            self.backend = resolve(self.recipe.backend, specs, self.trainer.strategy.root_device)
+
+    def configure_model(self) -> None:
+        if self.model is not None:   # Lightning calls this again on resume and validate
+            return
+        model = Transformer(self.model_cfg)
+        self.report = convert(model, self.recipe, state=self.qstate, backend=self.backend)
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch                                   # [B, T] each
+        step = self.global_step
+        self.qstate.step = step
+        self.qstate.micro = batch_idx % self.train_cfg.accumulate
+        every = self.train_cfg.stats_every
+        self.qstate.collect_stats = bool(every) and step % every == 0 and self.qstate.micro == 0
+        loss = lm_loss(self(x), y)
+        if not torch.isfinite(loss):
+            raise NonFiniteError(f"non-finite train loss ({loss.item()}) at step {step}; first "
+                                 f"non-finite output: {first_nonfinite(self.model, x)}")
+        tokens = (step + 1) * self.tokens_per_step
+        lr = self.trainer.optimizers[0].param_groups[0]["lr"] if self._trainer else 0.0
+        self.log_dict({"train_loss": loss.detach(), "tokens": float(tokens), "lr": lr},
+                      prog_bar=True, on_step=True, on_epoch=False)
+        if self.qstate.collect_stats:
+            self.log_dict(layer_stats(self.model), on_step=True, on_epoch=False)
+        return loss
+
+    def on_before_optimizer_step(self, optimizer) -> None:
+        for name, p in self.named_parameters():
+            if p.grad is not None and not torch.isfinite(p.grad).all():
+                raise NonFiniteError(f"non-finite gradient at step {self.global_step} in "
+                                     f"{name.removeprefix('model.')}")
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        loss = lm_loss(self(x), y)
+        self.log("val_loss", loss, prog_bar=True, sync_dist=True)
+        if self.bytes_per_token:
+            self.log("val_bpb", loss / math.log(2) / self.bytes_per_token, sync_dist=True)
+        self.log("tokens", float(self.global_step * self.tokens_per_step), sync_dist=True)
+
+    def configure_optimizers(self):
+        t = self.train_cfg
+        decay = [p for p in self.parameters() if p.dim() >= 2]
+        other = [p for p in self.parameters() if p.dim() < 2]
+        opt = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": t.weight_decay},
+             {"params": other, "weight_decay": 0.0}],
+            lr=t.lr, betas=tuple(t.betas), eps=t.eps)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(t, self.max_steps))
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

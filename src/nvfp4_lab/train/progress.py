@@ -1,0 +1,54 @@
+"""Progress and throughput: a rich bar on a terminal, one plain line per interval elsewhere.
+
+In CI, in log files and inside sweeps a redrawn bar is noise, so ``auto`` picks Lightning's
+``RichProgressBar`` only when stdout is a terminal and the job is not part of a sweep, and
+otherwise prints a line every ``log_every`` steps. Tokens per second are measured here in every
+mode and logged as ``tokens_per_second`` (wall time between log intervals, so validation and
+checkpointing count against it, as they do against a real run).
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from lightning.pytorch.callbacks import Callback, RichProgressBar
+
+
+class Speedometer(Callback):
+    """Log ``tokens_per_second`` every ``every`` steps; print a line if ``echo``."""
+
+    def __init__(self, every: int, tokens_per_step: int, echo: bool):
+        self.every, self.tokens_per_step, self.echo = every, tokens_per_step, echo
+        self._t0 = self._step0 = None
+
+    def on_train_start(self, trainer, pl_module):
+        self._t0, self._step0 = time.perf_counter(), trainer.global_step
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        step = trainer.global_step
+        if step % self.every or step == self._step0:
+            return
+        now = time.perf_counter()
+        rate = (step - self._step0) * self.tokens_per_step / max(now - self._t0, 1e-9)
+        self._t0, self._step0 = now, step
+        pl_module.log("tokens_per_second", rate, on_step=True, on_epoch=False)
+        if self.echo and trainer.is_global_zero:
+            m = trainer.callback_metrics
+            val = f"  val_loss {m['val_loss']:.4f}" if "val_loss" in m else ""
+            print(f"step {step}/{trainer.max_steps}  train_loss {m['train_loss']:.4f}{val}"
+                  f"  {rate:,.0f} tok/s", flush=True)
+
+
+def wants_rich(progress: str, multirun: bool) -> bool:
+    if progress == "rich":
+        return True
+    return (progress == "auto" and not multirun and sys.stdout.isatty()
+            and "CI" not in os.environ)
+
+
+def progress_callbacks(progress: str, multirun: bool, every: int,
+                       tokens_per_step: int) -> list[Callback]:
+    rich = wants_rich(progress, multirun)
+    speed = Speedometer(every, tokens_per_step, echo=not rich and progress != "none")
+    return [RichProgressBar(), speed] if rich else [speed]

@@ -1,0 +1,114 @@
+"""A run directory: what it holds, and the rules that keep finished results safe.
+
+    <run>/
+      config.yaml          the resolved config (plus Hydra's .hydra/ record)
+      layer_report.json    which layer got which quantizer (quant.convert's report)
+      checkpoints/last.ckpt  the latest checkpoint; ``resume=auto`` continues from it
+      logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
+      logs/tb/version_N/   TensorBoard events
+      metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
+      summary.json         status (running | done | failed | diverged), losses, tokens, speed,
+                           backend, device, git SHA, config hash
+
+Rules (``design.md``, ``ecosystem.md`` §2.4): a directory whose ``summary.json`` says ``done``
+is never trained into again; a directory holding a run of a *different* config is refused;
+``resume=never`` refuses any directory that already holds a run. The config hash leaves out
+the keys that do not change what is computed (``resume``, ``trainer.progress``).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+
+SUMMARY = "summary.json"
+VOLATILE = ("resume", "trainer.progress")
+
+
+class RunExists(RuntimeError):
+    """The output directory already holds a run that must not be overwritten."""
+
+
+def config_hash(cfg: DictConfig) -> str:
+    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    for key in VOLATILE:
+        *parents, leaf = key.split(".")
+        node = c
+        for p in parents:
+            node = node.get(p, {})
+        node.pop(leaf, None)
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def read_summary(run: Path) -> dict | None:
+    path = Path(run) / SUMMARY
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def write_summary(run: Path, summary: dict) -> None:
+    tmp = Path(run) / (SUMMARY + ".tmp")
+    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    tmp.replace(Path(run) / SUMMARY)    # atomic: a reader never sees half a summary
+
+
+def check_can_start(run: Path, chash: str, resume: str) -> str:
+    """``"new"``, ``"resume"`` or ``"done"`` for this directory, or raise ``RunExists``."""
+    old = read_summary(run)
+    ckpt = Path(run) / "checkpoints" / "last.ckpt"
+    if old is None and not ckpt.exists():
+        return "new"
+    if resume == "never":
+        raise RunExists(f"{run} already holds a run (status {old and old.get('status')}); "
+                        "choose another hydra.run.dir, or resume=auto to continue it")
+    if old is not None and old.get("config_hash") != chash:
+        raise RunExists(f"{run} holds a run of a different config (hash "
+                        f"{old.get('config_hash')}, this one {chash}); refusing to mix them. "
+                        "Choose another hydra.run.dir.")
+    if old is not None and old.get("status") == "done":
+        return "done"
+    return "resume" if ckpt.exists() else "new"
+
+
+def git_sha() -> str | None:
+    """The checkout's commit (with ``-dirty``), or None outside a git checkout."""
+    here = Path(__file__).resolve().parent
+    try:
+        sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=here, capture_output=True,
+                             text=True, timeout=5, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=here, capture_output=True, text=True, timeout=5).stdout
+        return sha + ("-dirty" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def merge_metrics(run: Path, tokens_per_step: int) -> pd.DataFrame:
+    """Merge the attempts' CSV logs into ``metrics.csv``, one row per step.
+
+    A resumed attempt repeats the steps after the last checkpoint: the later attempt wins. The
+    step column counts optimizer steps completed (``tokens / tokens_per_step``).
+    """
+    frames = []
+    for i, path in enumerate(sorted(Path(run).glob("logs/csv/version_*/metrics.csv"),
+                                    key=lambda p: int(p.parent.name.split("_")[1]))):
+        df = pd.read_csv(path)
+        df["attempt"] = i
+        frames.append(df)
+    cols = ["step", "tokens", "train_loss", "val_loss", "val_bpb"]
+    if not frames:
+        return pd.DataFrame(columns=cols)
+    df = pd.concat(frames, ignore_index=True).drop(columns=["step", "epoch"], errors="ignore")
+    df = df.dropna(subset=["tokens"])
+    df["step"] = (df["tokens"] / tokens_per_step).round().astype(int)
+    # keep each (step, metric) from the latest attempt that logged it
+    df = df.sort_values("attempt").groupby("step").last().reset_index()
+    df = df.drop(columns=["attempt"])
+    df["tokens"] = df["step"] * tokens_per_step
+    rest = sorted(c for c in df.columns if c not in cols)
+    df = df.reindex(columns=[c for c in cols if c in df.columns or c in cols] + rest)
+    df.to_csv(Path(run) / "metrics.csv", index=False)
+    return df

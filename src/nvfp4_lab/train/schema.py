@@ -1,0 +1,206 @@
+"""The typed schema behind ``conf/``: what a composed config may contain, checked at compose time.
+
+Hydra composes ``conf/config.yaml`` with the chosen group files and the command-line overrides
+onto the dataclasses below, which are registered in Hydra's ConfigStore (the "structured config
+schema" pattern, ``ecosystem.md`` §2.2, §2.5). OmegaConf then refuses, while composing and
+before any work is done, a key that the schema does not have (``quant.rht.sise``) and a value
+outside a closed set: the closed sets are Enums built from the tuples that ``quant.recipe``
+validates against, so the message lists the allowed values and the full key:
+
+    Invalid value 'nvfp5', expected one of [bf16, fp8, mxfp4, nvfp4]
+        full_key: quant.format
+
+(omegaconf 2.3 rejects ``typing.Literal`` and unions, hence Enums, and ``Any`` for the fields
+that take a block count or a fraction.) The library never sees a DictConfig: ``recipe_of`` and
+``to_configs`` turn the composed config into the plain dataclasses of ``quant``, ``model``,
+``data`` and ``TrainConfig``, whose own checks name the key of anything the schema cannot
+express.
+
+An ablation's arms (``conf/ablation/*.yaml``) are named sets of changes, ``arms: {name:
+{quant: {...}, train: {...}}}``, one of which ``arm=NAME`` selects: ``apply_arm`` merges it
+onto the typed config, so an arm is checked exactly like a command-line override.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+
+from ..data import DataConfig
+from ..model import ModelConfig
+from ..quant import from_dict, preset, to_dict
+from ..quant.recipe import (
+    BACKENDS,
+    GEMMS,
+    GROUPS,
+    OPERANDS,
+    PASSES,
+    RECIPE_FORMATS,
+    TENSOR_BLOCKS,
+    WEIGHT_BLOCKS,
+    Recipe,
+)
+
+
+def choices(name: str, values) -> type[Enum]:
+    """A str Enum whose members are named by their values, so YAML writes ``2d``, not ``D2``."""
+    return Enum(name, {v: v for v in values}, type=str)
+
+
+Format = choices("Format", RECIPE_FORMATS)
+Backend = choices("Backend", BACKENDS)
+WeightBlocks = choices("WeightBlocks", WEIGHT_BLOCKS)
+TensorBlocks = choices("TensorBlocks", TENSOR_BLOCKS)
+Gemm = choices("Gemm", GEMMS)
+Operand = choices("Operand", (*OPERANDS, *GROUPS))
+Passes = choices("Passes", PASSES)
+Signs = choices("Signs", ("none", "fixed", "per_layer", "per_step", "per_call"))
+SRMode = choices("SRMode", ("hw8", "exact"))
+MXScale = choices("MXScale", ("ceil", "floor", "even"))
+Schedule = choices("Schedule", ("wsd", "cosine"))
+Resume = choices("Resume", ("auto", "never"))
+Progress = choices("Progress", ("auto", "rich", "plain", "none"))
+
+
+@dataclass
+class RHTSchema:
+    gemms: list[Gemm] = field(default_factory=lambda: [Gemm.wgrad])
+    size: int = 16
+    signs: Signs = Signs.fixed
+    seed: int = 0
+
+
+@dataclass
+class HighPrecisionSchema:
+    first: Any = 0          # blocks (int) or a fraction of the blocks (float)
+    last: Any = 0
+    names: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SwitchSchema:
+    at: Any = None          # a step (int), a fraction of the run (float), or null: never
+    passes: Passes = Passes.both
+
+
+@dataclass
+class QuantSchema:
+    """``quant.Recipe`` as a schema; ``recipe_of`` converts and validates the rest."""
+
+    name: str = "nvfp4"
+    format: Format = Format.nvfp4
+    block: int | None = None
+    weight_blocks: WeightBlocks = WeightBlocks["2d"]
+    act_blocks: TensorBlocks = TensorBlocks["1d"]
+    grad_blocks: TensorBlocks = TensorBlocks["1d"]
+    rht: RHTSchema = field(default_factory=RHTSchema)
+    sr: list[Operand] = field(default_factory=lambda: [Operand.gradients])
+    sr_mode: SRMode = SRMode.hw8
+    quantize: list[Operand] = field(default_factory=lambda: [Operand.all])
+    high_precision: HighPrecisionSchema = field(default_factory=HighPrecisionSchema)
+    switch: SwitchSchema = field(default_factory=SwitchSchema)
+    mx_scale: MXScale = MXScale.ceil
+    backend: Backend = Backend.auto
+
+
+@dataclass
+class TrainConfig:
+    """Optimisation and run length. Steps are optimizer steps; a step sees
+    ``batch_size * seq_len * accumulate * world_size`` tokens."""
+
+    seq_len: int = 128
+    batch_size: int = 16            # sequences per device and micro-batch
+    accumulate: int = 1
+    max_steps: int = 300
+    max_tokens: int | None = None   # when set, the run length in tokens (wins over max_steps)
+    tokens_multiplier: float = 1.0  # E03b: train this many times longer
+    lr: float = 3e-3
+    min_lr_ratio: float = 0.01      # the paper decays to 1% of the peak
+    schedule: Schedule = Schedule.wsd
+    warmup: float = 0.05            # fraction of the steps
+    decay: float = 0.15             # WSD: the final fraction of steps spent decaying
+    betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
+    weight_decay: float = 0.1
+    eps: float = 1e-8
+    grad_clip: float = 1.0
+    val_every: int = 50
+    val_batches: int = 8
+    ckpt_every: int = 50
+    stats_every: int = 0            # per-layer quantization statistics every k steps (0: off)
+    log_every: int = 10
+
+    def __post_init__(self):
+        for key in ("seq_len", "batch_size", "accumulate", "max_steps", "val_every",
+                    "val_batches", "ckpt_every", "log_every"):
+            if getattr(self, key) < 1:
+                raise ValueError(f"train.{key}={getattr(self, key)} must be >= 1")
+        if not 0 <= self.warmup < 1 or not 0 <= self.decay <= 1:
+            raise ValueError("train.warmup must be in [0, 1) and train.decay in [0, 1]")
+        if self.tokens_multiplier <= 0:
+            raise ValueError(f"train.tokens_multiplier={self.tokens_multiplier} must be > 0")
+
+
+@dataclass
+class TrainerConfig:
+    """What Lightning's Trainer gets: where and how to run, not what to compute."""
+
+    accelerator: str = "cpu"
+    devices: Any = 1
+    num_nodes: int = 1
+    strategy: str = "auto"
+    precision: str = "32-true"
+    deterministic: bool = False
+    progress: Progress = Progress.auto
+    threads: int = 0                # torch.set_num_threads on CPU (0: leave torch's default)
+
+
+@dataclass
+class RootConfig:
+    seed: int = 0
+    name: str = "run"               # names the run or sweep directory
+    resume: Resume = Resume.auto    # auto: continue from checkpoints/last.ckpt; never: refuse
+    arm: str | None = None
+    arms: dict[str, Any] = field(default_factory=dict)
+    output_root: str = "outputs"
+    model: ModelConfig = field(default_factory=ModelConfig)
+    quant: QuantSchema = field(default_factory=QuantSchema)
+    data: DataConfig = field(default_factory=DataConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+
+
+def register() -> None:
+    """Put the root schema where ``conf/config.yaml`` names it first in its defaults list;
+    it types every group (``model``, ``quant``, ...) below it."""
+    ConfigStore.instance().store(name="config_schema", node=RootConfig)
+
+
+def apply_arm(cfg: DictConfig) -> DictConfig:
+    """Merge the selected ablation arm onto the config. ``preset: NAME`` in an arm starts its
+    recipe from that named recipe; the arm's name becomes the recipe's name."""
+    if cfg.arm is None:
+        return cfg
+    if cfg.arm not in cfg.arms:
+        raise ValueError(f"arm={cfg.arm!r} is not one of {', '.join(cfg.arms) or '(none)'}")
+    changes = OmegaConf.to_container(cfg.arms[cfg.arm], resolve=True) or {}
+    base = changes.pop("preset", None)
+    out = cfg.copy()
+    if base is not None:
+        out.quant = OmegaConf.merge(OmegaConf.structured(QuantSchema),
+                                    to_dict(preset(base)))
+    out = OmegaConf.merge(out, changes)
+    out.quant.name = cfg.arm
+    return out
+
+
+def recipe_of(quant: DictConfig) -> Recipe:
+    """The composed ``quant`` node as a validated ``Recipe``."""
+    return from_dict(OmegaConf.to_container(quant, resolve=True, enum_to_str=True))
+
+
+def plain(node: DictConfig, cls):
+    """A composed node as its plain dataclass (running the dataclass's own checks)."""
+    return cls(**OmegaConf.to_container(node, resolve=True, enum_to_str=True))

@@ -1,0 +1,169 @@
+"""The ``run`` task: one composed config in, one trained and summarised run directory out.
+
+``train(cfg, out)`` is what Hydra's ``@hydra.main`` calls (``cli.py``), once per job of a
+sweep. In order: apply the ablation arm and turn the config into plain dataclasses (so a bad
+value fails before anything is written); decide from ``rundir.check_can_start`` whether this
+is a new run, a resume from ``checkpoints/last.ckpt`` or a finished run to leave alone; prepare
+the data; build the Lightning module and trainer; fit; merge the logs into ``metrics.csv``;
+write ``summary.json``.
+
+A failure is recorded, never lost: ``summary.json`` gets ``status: failed`` (or ``diverged``
+for NaN/Inf, with the step and layer) and the error; the checkpoint of the last good step stays.
+In a sweep the failed job returns normally so that the sweep goes on; the sweep callback counts
+it and the command exits non-zero at the end.
+"""
+from __future__ import annotations
+
+import math
+import os
+import platform
+import time
+from pathlib import Path
+
+import lightning as L
+import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from omegaconf import DictConfig, OmegaConf
+
+from ..data import DataConfig, LMDataModule
+from ..model import ModelConfig
+from . import rundir
+from .module import LMTask, NonFiniteError
+from .progress import progress_callbacks, wants_rich
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+
+
+def world_size(t: TrainerConfig) -> int:
+    """Data-parallel processes: from torchrun/srun when they started us, else the config."""
+    if "WORLD_SIZE" in os.environ:
+        return int(os.environ["WORLD_SIZE"])
+    devices = t.devices if isinstance(t.devices, int) else 1
+    return devices * t.num_nodes
+
+
+def run_length(t: TrainConfig, tokens_per_step: int) -> int:
+    """Optimizer steps of the run: ``max_tokens`` (if set) or ``max_steps``, times
+    ``tokens_multiplier`` (E03b trains MXFP4 1.25-1.5x longer)."""
+    steps = math.ceil(t.max_tokens / tokens_per_step) if t.max_tokens else t.max_steps
+    return max(1, round(steps * t.tokens_multiplier))
+
+
+def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
+    """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
+    re-runs the whole sweep (``ecosystem.md`` §6.6). Processes must come from outside."""
+    external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
+    many = t.devices not in (1, "1", [0]) or t.num_nodes > 1
+    if multirun and many and not external:
+        raise ValueError(
+            f"trainer.devices={t.devices} inside a sweep: Lightning would re-launch the whole "
+            "sweep in every worker. Run multi-device jobs one at a time under "
+            "`torchrun --nproc_per_node=N --no-python nvfp4-lab run trainer=ddp ...`, or "
+            "sweep on SLURM with launcher=submitit (one task per GPU).")
+
+
+def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
+    cfg = apply_arm(cfg)
+    recipe = recipe_of(cfg.quant)
+    model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
+    t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
+    guard_nested_launch(tr, multirun)
+    chash = rundir.config_hash(cfg)
+    state = rundir.check_can_start(out, chash, cfg.resume)
+    if state == "done":
+        print(f"{out}: already finished (summary.json status=done); nothing to do")
+        return rundir.read_summary(out)
+    out.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, out / "config.yaml", resolve=True)
+    if tr.threads:
+        torch.set_num_threads(tr.threads)
+
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
+    max_steps = run_length(t, tokens_per_step)
+    base = {"status": "running", "quant": recipe.name, "arm": cfg.arm, "seed": cfg.seed,
+            "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
+            "config_hash": chash, "git_sha": rundir.git_sha(), "device": _device_name(tr),
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rundir.write_summary(out, base)
+    wall = time.perf_counter()
+    try:
+        L.seed_everything(cfg.seed, workers=True, verbose=False)
+        dm = LMDataModule(data_cfg, seq_len=t.seq_len, batch_size=t.batch_size,
+                          seed=cfg.seed, val_batches=t.val_batches)
+        dm.prepare_data()
+        dm.setup("fit")
+        if model_cfg.vocab_size == 0:
+            model_cfg.vocab_size = dm.vocab_size
+        task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
+                      tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
+        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun)
+        ckpt = out / "checkpoints" / "last.ckpt"
+        trainer.fit(task, datamodule=dm, ckpt_path=ckpt if state == "resume" else None)
+        if trainer.is_global_zero and task.report is not None:
+            task.report.save(out / "layer_report.json")
+        status, error = "done", None
+    except NonFiniteError as err:
+        status, error = "diverged", str(err)
+    except Exception as err:    # recorded, then re-raised outside a sweep
+        status, error = "failed", f"{type(err).__name__}: {err}"
+        if not multirun:
+            _finish(out, base, status, error, wall, tokens_per_step, None)
+            raise
+    summary = _finish(out, base, status, error, wall, tokens_per_step,
+                      locals().get("task"))
+    if status == "diverged" and not multirun:
+        raise NonFiniteError(error)
+    return summary
+
+
+def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
+    if int(os.environ.get("RANK", 0)) != 0:
+        return base
+    df = rundir.merge_metrics(out, tokens_per_step)
+    val = df["val_loss"].dropna() if "val_loss" in df else []
+    bpb = df["val_bpb"].dropna() if "val_bpb" in df else []
+    trained = df.dropna(subset=["train_loss"]) if "train_loss" in df else df.iloc[:0]
+    steps = int(trained["step"].max()) if len(trained) else 0
+    seconds = time.perf_counter() - wall
+    summary = {**base, "status": status, "error": error,
+               "final_val_loss": float(val.iloc[-1]) if len(val) else None,
+               "best_val_loss": float(val.min()) if len(val) else None,
+               "final_val_bpb": float(bpb.iloc[-1]) if len(bpb) else None,
+               "final_train_loss": _last(df, "train_loss"),
+               "steps": steps, "tokens": steps * tokens_per_step,
+               "wall_seconds": round(seconds, 2),
+               "tokens_per_second": round(steps * tokens_per_step / seconds, 1)
+               if seconds else None,
+               "backend": getattr(task and task.report, "backend", None),
+               "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    rundir.write_summary(out, summary)
+    print(f"{out}: {status}" + (f" ({error})" if error else "")
+          + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
+    return summary
+
+
+def _last(df, col):
+    s = df[col].dropna() if col in df else []
+    return float(s.iloc[-1]) if len(s) else None
+
+
+def _device_name(tr: TrainerConfig) -> str:
+    if tr.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+
+
+def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
+             tokens_per_step: int, multirun: bool) -> L.Trainer:
+    loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
+    callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
+                                 save_last=True, save_top_k=0),
+                 *progress_callbacks(tr.progress, multirun, t.log_every, tokens_per_step)]
+    return L.Trainer(
+        accelerator=tr.accelerator, devices=tr.devices, num_nodes=tr.num_nodes,
+        strategy=tr.strategy, precision=tr.precision, deterministic=tr.deterministic,
+        max_steps=max_steps, val_check_interval=t.val_every, check_val_every_n_epoch=None,
+        limit_val_batches=t.val_batches, accumulate_grad_batches=t.accumulate,
+        gradient_clip_val=t.grad_clip or None, log_every_n_steps=t.log_every,
+        logger=loggers, callbacks=callbacks, enable_progress_bar=wants_rich(tr.progress, multirun),
+        enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=out)

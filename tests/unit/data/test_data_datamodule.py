@@ -1,0 +1,148 @@
+"""LMDataModule: batches are a pure function of (seed, index, rank); validation is fixed."""
+import itertools
+from types import SimpleNamespace
+
+import lightning.pytorch as L
+import numpy as np
+import pytest
+import torch
+
+from nvfp4_lab.data import LMDataModule
+from nvfp4_lab.data.datamodule import val_starts
+
+SEQ, BATCH = 32, 4
+
+
+def make_dm(pydoc_dirs, seed=0, tok="bytes", seq_len=SEQ, val_batches=3, **kw):
+    dm = LMDataModule(pydoc_dirs[tok][0], seq_len=seq_len, batch_size=BATCH, seed=seed,
+                      val_batches=val_batches, **kw)
+    dm.setup("fit")
+    return dm
+
+
+def _stream(arr):
+    return torch.from_numpy(np.asarray(arr, dtype=np.int64))
+
+
+def test_batch_is_a_pure_function(pydoc_dirs):
+    dm = make_dm(pydoc_dirs, seed=7)
+    x, y = dm.batch(3, rank=1)
+    assert x.shape == y.shape == (BATCH, SEQ) and x.dtype == y.dtype == torch.int64
+    # recomputed, by this or by a fresh module: identical
+    assert all(torch.equal(a, b) for a, b in zip((x, y), dm.batch(3, rank=1)))
+    assert torch.equal(make_dm(pydoc_dirs, seed=7).batch(3, rank=1)[0], x)
+    # any other seed, index or rank: different windows
+    others = [make_dm(pydoc_dirs, seed=8).batch(3, 1), dm.batch(4, 1), dm.batch(3, 0),
+              dm.batch(1, 3)]
+    assert not any(torch.equal(o[0], x) for o in others)
+
+
+def test_windows_come_from_the_train_split_and_cover_it(pydoc_dirs):
+    dm = make_dm(pydoc_dirs)
+    train = bytes(np.asarray(dm.data.train, np.uint8))  # bytes tokenizer: ids are bytes
+    found = []
+    for index in range(50):
+        x, y = dm.batch(index)
+        assert torch.equal(x[:, 1:], y[:, :-1])
+        for row_x, row_y in zip(x, y):
+            # x and y are one window of seq_len + 1 tokens of the stream, y shifted by one
+            window = bytes(torch.cat([row_x, row_y[-1:]]).to(torch.uint8).tolist())
+            found.append(train.find(window))
+    assert min(found) >= 0
+    # random windows with replacement reach both ends of the split
+    assert min(found) < 0.05 * len(train) and max(found) > 0.95 * len(train)
+
+
+@pytest.mark.parametrize("step, accumulate, rank", [(0, 1, 0), (5, 1, 0), (5, 4, 1)])
+def test_train_loader_starts_at_the_step(pydoc_dirs, step, accumulate, rank):
+    dm = make_dm(pydoc_dirs)
+    dm.trainer = SimpleNamespace(global_step=step, accumulate_grad_batches=accumulate,
+                                 global_rank=rank)
+    got = list(itertools.islice(dm.train_dataloader(), 3))
+    for k, (x, y) in enumerate(got):
+        want_x, want_y = dm.batch(step * accumulate + k, rank)
+        assert torch.equal(x, want_x) and torch.equal(y, want_y)
+
+
+def test_val_windows_are_fixed_and_spread(pydoc_dirs):
+    a = [torch.cat(b) for b in zip(*make_dm(pydoc_dirs, seed=0).val_dataloader())]
+    b = [torch.cat(b) for b in zip(*make_dm(pydoc_dirs, seed=123).val_dataloader())]
+    assert all(torch.equal(p, q) for p, q in zip(a, b))
+    x, y = a
+    assert x.shape == (3 * BATCH, SEQ)
+    val = _stream(make_dm(pydoc_dirs).data.val)
+    starts = val_starts(len(val), SEQ, 3 * BATCH)
+    assert starts[0] == 0 and starts[-1] == len(val) - SEQ - 1  # first to last token
+    assert np.all(np.diff(starts) >= SEQ)  # targets never counted twice
+    for s, row_x, row_y in zip(starts, x, y):
+        assert torch.equal(val[s:s + SEQ], row_x) and torch.equal(val[s + 1:s + SEQ + 1], row_y)
+
+
+def test_short_val_split_warns_then_fails():
+    with pytest.warns(UserWarning, match="holds only 3 windows"):
+        starts = val_starts(100, 32, 10)
+    assert list(starts) == [0, 33, 67]
+    with pytest.raises(ValueError, match="fewer than one window"):
+        val_starts(32, 32, 1)
+
+
+def test_state_dict_refuses_other_data_or_seed(pydoc_dirs):
+    dm = make_dm(pydoc_dirs)
+    state = dm.state_dict()
+    make_dm(pydoc_dirs).load_state_dict(state)
+    with pytest.raises(ValueError, match="other seed"):
+        make_dm(pydoc_dirs, seed=1).load_state_dict(state)
+    with pytest.raises(ValueError, match="other data"):
+        make_dm(pydoc_dirs, tok="bpe").load_state_dict(state)
+
+
+def test_setup_without_prepare_is_a_clear_error(pydoc_cfg):
+    dm = LMDataModule(pydoc_cfg(), seq_len=8, batch_size=2, seed=0, val_batches=1)
+    with pytest.raises(FileNotFoundError, match="no prepared data"):
+        dm.setup("fit")
+
+
+class _Recorder(L.LightningModule):
+    """Records the batches it is given; its one parameter never moves (lr 0)."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.zeros(1))
+        self.seen = []
+
+    def training_step(self, batch, batch_idx):
+        x, _ = batch
+        self.seen.append(x.clone())
+        return self.w * x.float().mean()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def _fit(dm, root, max_steps, ckpt_path=None):
+    model = _Recorder()
+    trainer = L.Trainer(max_steps=max_steps, accumulate_grad_batches=2, accelerator="cpu",
+                        devices=1, logger=False, enable_checkpointing=False,
+                        enable_progress_bar=False, enable_model_summary=False,
+                        limit_val_batches=0, default_root_dir=root)
+    trainer.fit(model, datamodule=dm, ckpt_path=ckpt_path)
+    return trainer, model.seen
+
+
+# Lightning's advice (workers, logging) and a torch deprecation inside Lightning
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore:.*LeafSpec")
+def test_lightning_resume_sees_the_uninterrupted_batches(pydoc_dirs, tmp_path):
+    cfg = pydoc_dirs["bytes"][0]
+
+    def dm():
+        return LMDataModule(cfg, seq_len=SEQ, batch_size=BATCH, seed=3, val_batches=1)
+    _, straight = _fit(dm(), tmp_path, max_steps=4)
+    trainer, first = _fit(dm(), tmp_path, max_steps=2)
+    trainer.save_checkpoint(tmp_path / "half.ckpt")
+    _, second = _fit(dm(), tmp_path, max_steps=4, ckpt_path=tmp_path / "half.ckpt")
+    assert len(straight) == 8 and len(first) == 4 and len(second) == 4
+    assert all(torch.equal(a, b) for a, b in zip(straight, first + second))
+    ref = dm()
+    ref.setup()
+    assert all(torch.equal(x, ref.batch(i)[0]) for i, x in enumerate(straight))
