@@ -32,6 +32,17 @@ def conf_dir() -> Path:
     return path
 
 
+def shared_run_dir(argv: list[str]) -> list[str]:
+    """Under torchrun or srun every rank resolves ``${now:...}`` itself; name the run
+    directory after the launcher's job id instead, which all ranks share."""
+    job = os.environ.get("TORCHELASTIC_RUN_ID") or (
+        os.environ.get("SLURM_JOB_ID") and
+        f"slurm-{os.environ['SLURM_JOB_ID']}.{os.environ.get('SLURM_STEP_ID', 0)}")
+    if not job or any(a.startswith("hydra.run.dir=") for a in argv) or "-m" in argv:
+        return []
+    return [f"hydra.run.dir=${{output_root}}/runs/${{name}}/{job}"]
+
+
 def run(argv: list[str]) -> int:
     """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` per job."""
     import hydra
@@ -44,7 +55,7 @@ def run(argv: list[str]) -> int:
 
     register()
     os.environ[ENV] = "run"
-    sys.argv = [sys.argv[0], *argv]
+    sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]
 
     @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
     def app(cfg) -> None:
@@ -105,9 +116,10 @@ def bench(argv: list[str]) -> int:
     name = argv[0] if argv else "quant_linear"
     script = REPO / "benchmarks" / f"bench_{name}.py"
     if not script.exists():
-        found = sorted(p.stem.removeprefix("bench_") for p in (REPO / "benchmarks").glob("bench_*.py"))
-        print(f"no benchmark {name!r}; available: {', '.join(found) or '(none: not a checkout)'}",
-              file=sys.stderr)
+        found = sorted(p.stem.removeprefix("bench_")
+                       for p in (REPO / "benchmarks").glob("bench_*.py"))
+        print(f"no benchmark {name!r}; available: "
+              f"{', '.join(found) or '(none: not a checkout)'}", file=sys.stderr)
         return 2
     return subprocess.call([sys.executable, str(script), *argv[1:]])
 

@@ -50,9 +50,9 @@ def lr_lambda(train: TrainConfig, max_steps: int):
             start = max_steps - round(train.decay * max_steps)
             if step < start:
                 return 1.0
-            frac = (step - start) / max(max_steps - start, 1)
+            frac = (step + 1 - start) / max(max_steps - start, 1)   # floor at the end
         else:
-            frac = (step - warmup) / max(max_steps - warmup, 1)
+            frac = (step + 1 - warmup) / max(max_steps - warmup, 1)
             frac = 0.5 * (1 - math.cos(math.pi * min(frac, 1.0)))
         return 1.0 - (1.0 - floor) * min(frac, 1.0)
 

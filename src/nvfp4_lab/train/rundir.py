@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def read_summary(run: Path) -> dict | None:
 
 
 def write_summary(run: Path, summary: dict) -> None:
-    tmp = Path(run) / (SUMMARY + ".tmp")
+    tmp = Path(run) / f"{SUMMARY}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
     tmp.replace(Path(run) / SUMMARY)    # atomic: a reader never sees half a summary
 

@@ -73,8 +73,10 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
     if state == "done":
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.read_summary(out)
+    rank0 = int(os.environ.get("RANK", 0)) == 0   # under torchrun/srun only rank 0 writes
     out.mkdir(parents=True, exist_ok=True)
-    OmegaConf.save(cfg, out / "config.yaml", resolve=True)
+    if rank0:
+        OmegaConf.save(cfg, out / "config.yaml", resolve=True)
     if tr.threads:
         torch.set_num_threads(tr.threads)
 
@@ -84,7 +86,8 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
             "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
             "config_hash": chash, "git_sha": rundir.git_sha(), "device": _device_name(tr),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    rundir.write_summary(out, base)
+    if rank0:
+        rundir.write_summary(out, base)
     wall = time.perf_counter()
     try:
         L.seed_everything(cfg.seed, workers=True, verbose=False)

@@ -1,12 +1,7 @@
-"""Shared fixtures of the model tests."""
+"""Every model test runs on one thread (``one_thread`` lives in tests/conftest.py)."""
 import pytest
-import torch
 
 
 @pytest.fixture(autouse=True)
-def one_thread():
-    """The models here are tiny: two threads on two busy cores only add overhead."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
+def _single_thread(one_thread):
     yield
-    torch.set_num_threads(n)

@@ -1,11 +1,11 @@
-"""Shared fixtures of the quant tests."""
+"""Fixtures shared by all tests."""
 import pytest
 import torch
 
 
 @pytest.fixture
 def one_thread():
-    """The GEMMs of the tiny models are small: two threads on two busy cores are ~10x
+    """The GEMMs of the tiny test models are small: two threads on two busy cores are ~10x
     slower than one."""
     n = torch.get_num_threads()
     torch.set_num_threads(1)

@@ -1,0 +1,46 @@
+"""Every shipped ablation, every arm (one seed), trains two steps on a 2-block model.
+
+The lightning-hydra-template idea: glob ``conf/ablation/*`` so that a new ablation file is
+tested the day it lands. The swept values come from the file's own ``hydra.sweeper.params``;
+each combination is composed and trained in this process through ``train.task.train``."""
+from __future__ import annotations
+
+import itertools
+import json
+
+import pytest
+import yaml
+from conftest import fast
+
+from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.train.task import train
+
+CONF = conf_dir()
+
+
+def jobs():
+    for path in sorted((CONF / "ablation").glob("*.yaml")):
+        params = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
+        swept = {k: str(v).split(",") for k, v in params.items() if k != "seed"}
+        for values in itertools.product(*swept.values()):
+            yield path.stem, [f"{k}={v}" for k, v in zip(swept, values)]
+
+
+JOBS = list(jobs())
+
+
+@pytest.mark.usefixtures("one_thread")
+@pytest.mark.parametrize(("ablation", "overrides"), JOBS,
+                         ids=[f"{a}:{','.join(o)}" for a, o in JOBS])
+def test_ablation_job_trains(composer, tmp_path, ablation, overrides):
+    # 16 sequences of 64 tokens: 1024 tokens per micro-batch, enough for a 128-point RHT
+    cfg = composer([f"+ablation={ablation}", *overrides, *fast(tmp_path),
+                    "quant.backend=reference", "train.batch_size=16", "seed=0",
+                    "model.n_layers=5"])  # nano depth: every arm leaves a block quantized
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "done", summary["error"]
+    assert summary["steps"] == round(2 * cfg.train.tokens_multiplier)
+    report = json.loads((tmp_path / "run" / "layer_report.json").read_text())
+    quantized = [r for r in report["layers"] if r["quantized"]]
+    assert bool(quantized) == (report["recipe"]["format"] != "bf16")
+    assert summary["final_val_loss"] is not None

@@ -1,0 +1,100 @@
+"""Every shipped config composes, and the YAML presets are the Python presets."""
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+import yaml
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ConfigKeyError, ValidationError
+
+from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.model import MODEL_PRESETS
+from nvfp4_lab.quant import PRESETS, from_dict, to_dict
+from nvfp4_lab.train.schema import apply_arm, recipe_of
+
+CONF = conf_dir()
+GROUPS = ("model", "quant", "data", "train", "trainer", "launcher")
+OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
+ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
+
+
+def test_every_group_has_options():
+    assert {g for g, _ in OPTIONS} == set(GROUPS)
+    assert {"formats", "components", "token_efficiency", "precision_switch", "cumulative",
+            "bf16_layers", "sr_placement", "rht_gemms", "rht_size", "rht_signs", "consistency",
+            "smoke", "quickstart"} <= set(ABLATIONS)
+
+
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_quant_yaml_is_the_preset(name):
+    assert from_dict(yaml.safe_load((CONF / "quant" / f"{name}.yaml").read_text())) == PRESETS[name]
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
+def test_model_yaml_is_the_preset(name):
+    assert yaml.safe_load((CONF / "model" / f"{name}.yaml").read_text()) == asdict(
+        MODEL_PRESETS[name])
+
+
+@pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
+def test_option_composes(composer, group, option):
+    extra = ["data.path=/tmp"] if option in ("textdir", "bin") else []
+    cfg = composer([f"{group}={option}", *extra])
+    if group == "quant":
+        assert recipe_of(cfg.quant) == PRESETS[option]
+    elif group == "model":
+        assert cfg.model.name == option
+    OmegaConf.to_container(cfg, resolve=True)   # every interpolation resolves
+
+
+@pytest.mark.parametrize("ablation", ABLATIONS)
+def test_ablation_composes_with_its_arms(composer, ablation):
+    cfg = composer([f"+ablation={ablation}"])
+    text = (CONF / "ablation" / f"{ablation}.yaml").read_text()
+    assert text.startswith("# @package _global_\n# ")   # a header naming what it reproduces
+    params = yaml.safe_load(text)["hydra"]["sweeper"]["params"]
+    seeds = str(params["seed"]).split(",")
+    if ablation not in ("smoke", "quickstart"):       # effects under 1%: >= 3 seeds
+        assert len(seeds) >= 3
+    arms = str(params.get("arm", "")).split(",") if "arm" in params else []
+    assert sorted(arms) == sorted(cfg.arms)            # every arm is swept, no stray ones
+    names = set()
+    for arm in arms:
+        cfg.arm = arm
+        recipe = recipe_of(apply_arm(cfg).quant)
+        assert recipe.name == arm
+        names.add(str(sorted(to_dict(recipe).items())).replace(arm, ""))
+    assert len(names) == len(arms) or ablation == "token_efficiency"   # arms differ
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (["quant.format=nvfp5"], "expected one of [bf16, fp8, mxfp4, nvfp4]"),
+    (["quant.rht.sise=4"], "sise"),
+    (["quant.weight_blocks=3d"], "expected one of [1d, 1d_same_dim, 2d]"),
+    (["train.max_stepz=3"], "max_stepz"),
+    (["train.schedule=linear"], "expected one of [wsd, cosine]"),
+])
+def test_bad_key_or_value_fails_at_compose(composer, overrides, message):
+    with pytest.raises((ConfigCompositionException, ValidationError, ConfigKeyError)) as err:
+        composer(overrides)
+    text = f"{err.value} {err.value.__cause__}"
+    assert message in text
+
+
+def test_unknown_option_names_the_choices(composer):
+    with pytest.raises(ConfigCompositionException) as err:
+        composer(["quant=nvfp5"])
+    assert "nvfp4_base" in str(err.value)     # Hydra lists the available options
+
+
+def test_unknown_arm_is_refused(composer):
+    cfg = composer(["+ablation=components", "arm=nope"])
+    with pytest.raises(ValueError, match="arm='nope' is not one of full, without_sr"):
+        apply_arm(cfg)
+
+
+def test_conf_dir_is_the_checkout():
+    assert CONF == Path(__file__).resolve().parents[3] / "conf"
