@@ -180,18 +180,18 @@ def register() -> None:
 
 def apply_arm(cfg: DictConfig) -> DictConfig:
     """Merge the selected ablation arm onto the config. ``preset: NAME`` in an arm starts its
-    recipe from that named recipe; the arm's name becomes the recipe's name."""
+    recipe from that named recipe (keeping ``quant.backend``); the arm's name becomes the
+    recipe's name."""
     if cfg.arm is None:
         return cfg
     if cfg.arm not in cfg.arms:
         raise ValueError(f"arm={cfg.arm!r} is not one of {', '.join(cfg.arms) or '(none)'}")
     changes = OmegaConf.to_container(cfg.arms[cfg.arm], resolve=True) or {}
     base = changes.pop("preset", None)
-    out = cfg.copy()
-    if base is not None:
-        out.quant = OmegaConf.merge(OmegaConf.structured(QuantSchema),
-                                    to_dict(preset(base)))
-    out = OmegaConf.merge(out, changes)
+    if base is not None:   # the recipe is the preset's; where it runs stays as configured
+        recipe = {**to_dict(preset(base)), "backend": cfg.quant.backend}
+        changes["quant"] = OmegaConf.merge(recipe, changes.get("quant", {}))
+    out = OmegaConf.merge(cfg, changes)
     out.quant.name = cfg.arm
     return out
 

@@ -90,6 +90,13 @@ def test_unknown_option_names_the_choices(composer):
     assert "nvfp4_base" in str(err.value)     # Hydra lists the available options
 
 
+def test_preset_arm_keeps_the_configured_backend(composer):
+    cfg = composer(["+ablation=token_efficiency", "arm=mxfp4_1.5x", "quant.backend=reference"])
+    out = apply_arm(cfg)
+    assert out.quant.backend == "reference" and out.quant.format == "mxfp4"
+    assert out.train.tokens_multiplier == 1.5
+
+
 def test_unknown_arm_is_refused(composer):
     cfg = composer(["+ablation=components", "arm=nope"])
     with pytest.raises(ValueError, match="arm='nope' is not one of full, without_sr"):
