@@ -13,6 +13,7 @@ import yaml
 from conftest import fast
 
 from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.train.schema import apply_arm
 from nvfp4_lab.train.task import train
 
 CONF = conf_dir()
@@ -39,7 +40,7 @@ def test_ablation_job_trains(composer, tmp_path, ablation, overrides):
                     "model.n_layers=5"])  # nano depth: every arm leaves a block quantized
     summary = train(cfg, tmp_path / "run")
     assert summary["status"] == "done", summary["error"]
-    assert summary["steps"] == round(2 * cfg.train.tokens_multiplier)
+    assert summary["steps"] == round(2 * apply_arm(cfg).train.tokens_multiplier)
     report = json.loads((tmp_path / "run" / "layer_report.json").read_text())
     quantized = [r for r in report["layers"] if r["quantized"]]
     assert bool(quantized) == (report["recipe"]["format"] != "bf16")
