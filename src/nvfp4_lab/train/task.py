@@ -88,7 +88,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
             "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     if rank0:
         rundir.write_summary(out, base)
-    wall = time.perf_counter()
+    wall, task = time.perf_counter(), None
     try:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         dm = LMDataModule(data_cfg, seq_len=t.seq_len, batch_size=t.batch_size,
@@ -110,10 +110,9 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
     except Exception as err:    # recorded, then re-raised outside a sweep
         status, error = "failed", f"{type(err).__name__}: {err}"
         if not multirun:
-            _finish(out, base, status, error, wall, tokens_per_step, None)
+            _finish(out, base, status, error, wall, tokens_per_step, task)
             raise
-    summary = _finish(out, base, status, error, wall, tokens_per_step,
-                      locals().get("task"))
+    summary = _finish(out, base, status, error, wall, tokens_per_step, task)
     if status == "diverged" and not multirun:
         raise NonFiniteError(error)
     return summary
