@@ -4,7 +4,8 @@
     nvfp4-lab prepare-data [overrides]  fetch/tokenize the configured corpus (data=...)
     nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
-    nvfp4-lab plot | compare DIR...     figures and tables (the analysis issue)
+    nvfp4-lab plot DIR...               (re)write each sweep's report.md, tables, figures
+    nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
 
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
 in ``NVFP4_LAB_SUBCOMMAND``: when Lightning re-executes this script for its DDP workers (argv =
@@ -124,14 +125,56 @@ def bench(argv: list[str]) -> int:
     return subprocess.call([sys.executable, str(script), *argv[1:]])
 
 
-def analysis_pending(argv: list[str]) -> int:
-    print("nvfp4-lab plot/compare arrive with the analysis issue; meanwhile each run's "
-          "metrics.csv and each sweep's sweep_summary.csv are pandas-ready", file=sys.stderr)
-    return 2
+def _analysis_args(prog: str, argv: list[str], out: bool):
+    import argparse
+
+    p = argparse.ArgumentParser(prog=f"nvfp4-lab {prog}")
+    p.add_argument("paths", nargs="+", help="run dirs, sweep dirs or globs")
+    p.add_argument("--baseline", help="the recipe label the others are compared against "
+                   "(default: the paper's reference arm, else bf16, else the first)")
+    p.add_argument("--ablation", help="whose paper numbers to draw beside ours "
+                   "(default: the runs' config name)")
+    if out:
+        p.add_argument("--out", type=Path, help="report directory "
+                       "(default: outputs/compare/<time>)")
+    return p.parse_args(argv)
+
+
+def _report(paths, out, args) -> int:
+    from .analysis.report import write_report
+
+    try:
+        path = write_report(paths, out, baseline=args.baseline, ablation=args.ablation)
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    print(f"report: {path}")
+    return 0
+
+
+def plot(argv: list[str]) -> int:
+    """Rewrite the report of every sweep at or under each path (a run dir gets its own)."""
+    from .analysis.collect import find_sweeps
+
+    args = _analysis_args("plot", argv, out=False)
+    rc = 0
+    for path in args.paths:
+        for sweep in find_sweeps(path):
+            rc = max(rc, _report([sweep], sweep, args))
+    return rc
+
+
+def compare(argv: list[str]) -> int:
+    """One report over all the given runs and sweeps."""
+    import datetime as dt
+
+    args = _analysis_args("compare", argv, out=True)
+    out = args.out or Path("outputs/compare") / f"{dt.datetime.now():%Y-%m-%d_%H-%M-%S}"
+    return _report(args.paths, out, args)
 
 
 COMMANDS = {"run": run, "prepare-data": prepare_data, "info": info, "bench": bench,
-            "plot": analysis_pending, "compare": analysis_pending}
+            "plot": plot, "compare": compare}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -432,9 +432,8 @@ def test_smoke_ablation_runs_both_recipes(work, background):
     assert result.rc == 0, result
     sweep = work.root / "smoke"
     rows = sweep_rows(sweep)
-    assert len(rows) == 2, rows
-    assert sorted(r["job"] for r in rows) == ["0_quant=bf16/seed=0", "1_quant=nvfp4/seed=0"]
-    assert {r["quant"] for r in rows} == {"bf16", "nvfp4"}
+    assert sorted(r["job"] for r in rows) == ["0_quant=bf16/seed=0", "1_quant=bf16/seed=1",
+                                              "2_quant=nvfp4/seed=0", "3_quant=nvfp4/seed=1"]
     for row in rows:
         s = summary(sweep / row["job"])
         assert s["status"] == row["status"] == "done", s
@@ -445,8 +444,41 @@ def test_smoke_ablation_runs_both_recipes(work, background):
         report = json.loads((sweep / row["job"] / "layer_report.json").read_text())
         quantized = {r["name"] for r in report["layers"] if r["quantized"]}
         assert quantized == (QUANTIZED if row["quant"] == "nvfp4" else set()), row["quant"]
-    a, b = (read_metrics(sweep / r["job"] / "metrics.csv")["train_loss"] for r in rows)
+    seed0 = [r for r in rows if r["job"].endswith("seed=0")]
+    a, b = (read_metrics(sweep / r["job"] / "metrics.csv")["train_loss"] for r in seed0)
     assert a != b   # the recipes really differ
+
+
+def test_a_sweep_ends_with_its_report_and_the_notebook_runs_on_it(work, background,
+                                                                  monkeypatch):
+    """The sweep callback wrote report.md, the tables and the figures; the notebook of
+    notebooks/ executes on the same sweep (nbclient), so it cannot rot."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    result = finished(background, "smoke")
+    sweep = work.root / "smoke"
+    assert f"report: {sweep / 'report.md'}" in result.text, result
+    with open(sweep / "tables" / "final_loss.csv", newline="") as f:
+        table = {r["label"]: r for r in csv.DictReader(f)}
+    assert list(table) == ["bf16", "nvfp4"]
+    for label, row in table.items():
+        finals = [float(r["final_val_loss"]) for r in sweep_rows(sweep) if r["quant"] == label]
+        assert row["n"] == "2" and float(row["mean"]) == pytest.approx(sum(finals) / 2)
+    assert table["bf16"]["verdict"] == "baseline"
+    text = (sweep / "report.md").read_text()
+    assert "# smoke" in text and "baseline `bf16`" in text
+    for name in ("loss", "loss_gap"):
+        assert (sweep / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
+        assert f"figures/{name}.png" in text
+
+    monkeypatch.setenv("NVFP4_LAB_SWEEP", str(sweep))
+    nb = nbformat.read(REPO / "notebooks" / "analysis.ipynb", as_version=4)
+    NotebookClient(nb, timeout=240, kernel_name="python3",
+                   resources={"metadata": {"path": str(work.root)}}).execute()
+    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                      for o in c.get("outputs", []))
+    assert f"{sweep}: 4 runs, recipes by quant: ['bf16', 'nvfp4']; skipped: 0" in printed
 
 
 # --------------------------------------------------------------------------- config errors

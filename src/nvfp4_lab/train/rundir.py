@@ -26,6 +26,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from ..analysis.collect import read_metrics
+
 SUMMARY = "summary.json"
 VOLATILE = ("resume", "trainer.progress")
 
@@ -93,23 +95,7 @@ def merge_metrics(run: Path, tokens_per_step: int) -> pd.DataFrame:
     A resumed attempt repeats the steps after the last checkpoint: the later attempt wins. The
     step column counts optimizer steps completed (``tokens / tokens_per_step``).
     """
-    frames = []
-    for i, path in enumerate(sorted(Path(run).glob("logs/csv/version_*/metrics.csv"),
-                                    key=lambda p: int(p.parent.name.split("_")[1]))):
-        df = pd.read_csv(path)
-        df["attempt"] = i
-        frames.append(df)
-    cols = ["step", "tokens", "train_loss", "val_loss", "val_bpb"]
-    if not frames:
-        return pd.DataFrame(columns=cols)
-    df = pd.concat(frames, ignore_index=True).drop(columns=["step", "epoch"], errors="ignore")
-    df = df.dropna(subset=["tokens"])
-    df["step"] = (df["tokens"] / tokens_per_step).round().astype(int)
-    # keep each (step, metric) from the latest attempt that logged it
-    df = df.sort_values("attempt").groupby("step").last().reset_index()
-    df = df.drop(columns=["attempt"])
-    df["tokens"] = df["step"] * tokens_per_step
-    rest = sorted(c for c in df.columns if c not in cols)
-    df = df.reindex(columns=[c for c in cols if c in df.columns or c in cols] + rest)
-    df.to_csv(Path(run) / "metrics.csv", index=False)
+    df = read_metrics(run, tokens_per_step)
+    if len(df):
+        df.to_csv(Path(run) / "metrics.csv", index=False)
     return df

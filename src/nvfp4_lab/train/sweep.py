@@ -4,8 +4,10 @@
 recipe, so a typo in an arm fails before any job has run (Hydra itself composes every job up
 front, but an arm is data inside the config, not a config group). ``on_multirun_end`` walks the
 sweep directory, reads each job's ``summary.json`` and writes ``sweep_summary.csv`` (one row
-per job, pandas); jobs that failed or diverged are counted so that the command can exit
-non-zero after the sweep has gone on (``cli.py`` reads ``SweepSummary.failed``).
+per job, pandas) and the sweep's report (``analysis.report``: report.md, tables, figures);
+jobs that failed or diverged are counted so that the command can exit non-zero after the sweep
+has gone on (``cli.py`` reads ``SweepSummary.failed``). A report that cannot be drawn is
+reported, never raised: the runs are what matters and ``nvfp4-lab plot`` can redraw it.
 """
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pandas as pd
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
+from ..analysis.report import write_report
 from .schema import apply_arm, recipe_of
 
 COLUMNS = ["job", "status", "quant", "arm", "seed", "model", "steps", "tokens",
@@ -51,3 +54,8 @@ class SweepSummary(Callback):
         SweepSummary.failed = len(bad)
         print(f"sweep {sweep_dir}: {len(df) - len(bad)}/{len(df)} jobs done"
               + "".join(f"\n  {r.job}: {r.status} {r.error or ''}" for r in bad.itertuples()))
+        try:
+            print(f"report: {write_report([sweep_dir])}")
+        except Exception as err:  # noqa: BLE001 - any drawing error must not fail the sweep
+            print(f"no report for {sweep_dir} ({type(err).__name__}: {err}); "
+                  f"retry with: nvfp4-lab plot {sweep_dir}")

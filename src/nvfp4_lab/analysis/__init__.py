@@ -1,0 +1,29 @@
+"""Results: read run and sweep directories, compare recipes, draw the paper's figures.
+
+    collect       run/sweep dirs and globs -> tidy pandas tables (runs, curves, layers, skipped)
+    stats         means and t intervals over seeds, paired gaps to a baseline, verdicts
+    gaps          loss-gap curves over tokens, token multipliers (token efficiency)
+    paper         the paper's reported numbers, stored in conf/paper/
+    figures       matplotlib figures (PNG and PDF)
+    report        report.md + tables + figures for a sweep (also written by the sweep callback)
+
+Reads files only, never models: nothing here imports torch.
+"""
+from . import figures
+from .collect import Collection, collect, find_runs, find_sweeps
+from .gaps import (
+                   Multiplier,
+                   curve_efficiency_table,
+                   curve_multiplier,
+                   efficiency_table,
+                   gap_curves,
+                   token_multiplier,
+)
+from .paper import PaperResult, load_paper
+from .report import write_report
+from .stats import Interval, mean_ci, paired_gaps, recipe_table
+
+__all__ = ["Collection", "Interval", "Multiplier", "PaperResult", "collect",
+           "curve_efficiency_table", "curve_multiplier", "efficiency_table", "figures",
+           "find_runs", "find_sweeps", "gap_curves", "load_paper", "mean_ci", "paired_gaps",
+           "recipe_table", "token_multiplier", "write_report"]

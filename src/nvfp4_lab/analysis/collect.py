@@ -1,0 +1,264 @@
+"""Read run and sweep directories into tidy pandas tables.
+
+Analysis reads files, never models: a run directory (``design.md``, "Public API") holds
+``config.yaml`` (the resolved config), ``summary.json`` (status, final losses, tokens) and
+``metrics.csv`` (one row per logged step), or, while a run is still going or was killed hard,
+Lightning's per-attempt logs under ``logs/csv/version_*/metrics.csv``. ``collect`` turns any
+mix of run dirs, sweep dirs and globs into three tables:
+
+    runs     one row per run: run, label, seed, status, recipe, the swept axes, final and
+             best losses, tokens, decay_start (tokens where the WSD decay begins)
+    curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
+             val_loss, val_bpb, lr
+    layers   per-layer quantization error by depth when the runs logged statistics
+             (``train.stats_every``): run, label, seed, step, tokens, layer, block, metric, value
+
+and lists what it skipped (failed and diverged runs, unreadable files) instead of crashing on
+a half-written run. A run's *label* names its recipe by what differs between the collected
+runs: the ablation's ``arm`` when arms differ, else the quant preset, else the swept keys
+themselves (``quant.rht.size=16``); ``axes`` says which keys those are, for legends.
+"""
+from __future__ import annotations
+
+import glob
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]
+# config keys that never distinguish recipes: bookkeeping, logging cadence, hardware
+_NOT_AN_AXIS = re.compile(r"^(seed|name|resume|output_root|arms(\..*)?|trainer\..*|data\.cache_dir"
+                          r"|train\.(val_every|val_batches|ckpt_every|stats_every|log_every))$")
+_LAYER_COLUMN = re.compile(r"^(?P<layer>.+?)/(?P<metric>(?:[a-z]+\.[a-z]+|wgrad)/[a-z_]+)$")
+_BLOCK = re.compile(r"\.(\d+)\.")
+
+
+@dataclass
+class Collection:
+    """What ``collect`` found; see the module docstring for the columns."""
+    runs: pd.DataFrame
+    curves: pd.DataFrame
+    layers: pd.DataFrame
+    skipped: pd.DataFrame  # run, status, reason
+    axes: list[str] = field(default_factory=list)
+    root: Path | None = None
+
+    @property
+    def labels(self) -> list[str]:
+        """Recipe labels in the order of the sweep's jobs."""
+        return list(dict.fromkeys(self.runs["label"]))
+
+
+def find_runs(paths: list[str | Path]) -> list[Path]:
+    """Every run directory (one holding ``summary.json`` or ``config.yaml``) at or under the
+    given paths; a path may be a glob. Raises FileNotFoundError for a path that matches nothing."""
+    found: dict[Path, None] = {}
+    for p in paths:
+        matches = [Path(m) for m in sorted(glob.glob(str(p)))] or [Path(p)]
+        if not any(m.exists() for m in matches):
+            raise FileNotFoundError(f"{p}: no such run or sweep directory")
+        for m in matches:
+            for marker in sorted([*m.rglob("summary.json"), *m.rglob("config.yaml")]):
+                if "checkpoints" not in marker.parts and "logs" not in marker.parts:
+                    found[marker.parent.resolve()] = None
+    return list(found)
+
+
+def find_sweeps(path: str | Path) -> list[Path]:
+    """The sweep directories at or under ``path`` (those holding Hydra's ``multirun.yaml`` or
+    a ``sweep_summary.csv``); ``path`` itself when there are none (a run dir, a glob...)."""
+    p = Path(path)
+    if (p / "multirun.yaml").exists() or (p / "sweep_summary.csv").exists():
+        return [p]
+    found = {m.parent for pattern in ("multirun.yaml", "sweep_summary.csv")
+             for m in p.rglob(pattern)} if p.is_dir() else set()
+    return sorted(found) or [p]
+
+
+def flatten(d: dict, prefix: str = "") -> dict:
+    """{"a": {"b": 1}} -> {"a.b": 1}; lists become tuples (hashable)."""
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out.update(flatten(v, key + "."))
+        else:
+            out[key] = tuple(v) if isinstance(v, list) else v
+    return out
+
+
+def read_metrics(run: Path, tokens_per_step: int | None = None) -> pd.DataFrame:
+    """One row per step: ``metrics.csv`` if present, else the attempts' CSV logs merged (a later
+    attempt of a resumed run wins each (step, metric)). Pure: writes nothing.
+
+    tokens_per_step: needed to merge attempts (Lightning's own step column restarts per
+    attempt); without it the attempts' logged ``tokens`` give the step order.
+    """
+    attempts = sorted(Path(run).glob("logs/csv/version_*/metrics.csv"),
+                      key=lambda p: int(p.parent.name.split("_")[1]))
+    if not attempts:
+        path = Path(run) / "metrics.csv"
+        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
+    frames = []
+    for i, path in enumerate(attempts):
+        try:
+            df = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue  # an attempt killed before its first flush
+        frames.append(df.assign(attempt=i))
+    if not frames:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    df = pd.concat(frames, ignore_index=True).drop(columns=["step", "epoch"], errors="ignore")
+    df = df.dropna(subset=["tokens"])
+    per_step = tokens_per_step or int(df["tokens"].min())
+    df["step"] = (df["tokens"] / per_step).round().astype(int)
+    df = df.sort_values("attempt").groupby("step").last().reset_index().drop(columns="attempt")
+    df["tokens"] = df["step"] * per_step
+    rest = sorted(c for c in df.columns if c not in CURVE_COLUMNS)
+    return df.reindex(columns=CURVE_COLUMNS + rest)
+
+
+def _read_run(run: Path) -> tuple[dict, dict, pd.DataFrame]:
+    """(summary, flat config, metrics) of one run; raises ValueError if unreadable."""
+    summary, config = {}, {}
+    try:
+        if (run / "summary.json").exists():
+            summary = json.loads((run / "summary.json").read_text())
+        if (run / "config.yaml").exists():
+            config = flatten(yaml.safe_load((run / "config.yaml").read_text()) or {})
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as err:
+        raise ValueError(f"unreadable run files ({type(err).__name__})") from err
+    if not summary and not config:
+        raise ValueError("neither summary.json nor config.yaml")
+    try:
+        metrics = read_metrics(run, summary.get("tokens_per_step"))
+    except (pd.errors.EmptyDataError, pd.errors.ParserError, KeyError) as err:
+        raise ValueError(f"unreadable metrics ({type(err).__name__})") from err
+    return summary, config, metrics
+
+
+def _decay_start(summary: dict, config: dict) -> float:
+    """Tokens at which the LR decay begins (WSD); NaN for cosine (it decays throughout)."""
+    steps, per_step = summary.get("max_steps"), summary.get("tokens_per_step")
+    if config.get("train.schedule", "wsd") != "wsd" or not steps or not per_step:
+        return float("nan")
+    return round(steps * (1 - float(config.get("train.decay", 0.15)))) * per_step
+
+
+def recipe_axes(configs: pd.DataFrame) -> list[str]:
+    """The config keys that tell the collected recipes apart.
+
+    configs: one row per run, one column per flat config key. The ablation's ``arm`` wins when
+    it differs; else ``quant.name`` plus any varying key it does not determine (a preset fixes
+    all its quant.* fields); else every varying key.
+    """
+    varying = [c for c in configs.columns if not _NOT_AN_AXIS.match(c)
+               and configs[c].astype(str).nunique(dropna=False) > 1]
+    if "arm" in varying:
+        return ["arm"]
+    if "quant.name" in varying:
+        by_preset = configs.astype(str).groupby("quant.name")
+        return ["quant.name"] + [c for c in varying if c != "quant.name"
+                                 and (by_preset[c].nunique(dropna=False) > 1).any()]
+    return varying
+
+
+def _label(row: pd.Series, axes: list[str]) -> str:
+    if not axes:
+        return str(row.get("arm") or row.get("quant.name") or row.get("quant") or "run")
+    if axes == ["arm"]:  # runs outside the arms (arm: null) are named by their preset
+        arm = row.get("arm")
+        return arm if isinstance(arm, str) else str(row.get("quant.name"))
+    values = [str(row.get(a)) for a in axes]
+    if len(axes) == 1:
+        return values[0]
+    short = ["quant" if a == "quant.name" else a.rsplit(".", 1)[-1] for a in axes]
+    return ", ".join(f"{a}={v}" for a, v in zip(short, values))
+
+
+def _layer_table(run_id: str, metrics: pd.DataFrame) -> pd.DataFrame:
+    """Per-layer statistic columns (``blocks.3.mlp.fc1/wgrad/rel_err``) as tidy rows."""
+    rows = []
+    for col in metrics.columns:
+        m = _LAYER_COLUMN.match(col)
+        if not m:
+            continue
+        block = _BLOCK.search("." + m["layer"] + ".")
+        part = metrics[["step", "tokens", col]].dropna(subset=[col])
+        rows.append(part.rename(columns={col: "value"}).assign(
+            run=run_id, layer=m["layer"], block=int(block[1]) if block else -1,
+            metric=m["metric"]))
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
+
+
+def collect(paths: list[str | Path]) -> Collection:
+    """Load every run under ``paths`` (run dirs, sweep dirs, globs) into tidy tables.
+
+    Failed and diverged runs go to ``skipped`` (with their error), as do runs whose files
+    cannot be read; runs still in progress keep their partial curve (status "running").
+    """
+    dirs = find_runs(paths)
+    root = Path(*_common_parts(dirs)) if dirs else None
+    rows, curves, layers, skipped = [], [], [], []
+    for run in dirs:
+        run_id = str(run.relative_to(root)) if root and run != root else run.name
+        try:
+            summary, config, metrics = _read_run(run)
+        except ValueError as err:
+            skipped.append({"run": run_id, "status": "unreadable", "reason": str(err)})
+            continue
+        status = summary.get("status", "running")
+        if status in ("failed", "diverged"):
+            skipped.append({"run": run_id, "status": status,
+                            "reason": str(summary.get("error") or "")})
+            continue
+        rows.append({**config, "run": run_id, "path": str(run), "status": status,
+                     "name": config.get("name"),
+                     "seed": summary.get("seed", config.get("seed")),
+                     "recipe": summary.get("quant", config.get("quant.name")),
+                     "decay_start": _decay_start(summary, config),
+                     **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
+                                                    "final_val_bpb", "final_train_loss",
+                                                    "tokens", "steps", "wall_seconds",
+                                                    "tokens_per_second", "backend", "model")}})
+        curves.append(metrics.reindex(columns=CURVE_COLUMNS).assign(run=run_id))
+        layers.append(_layer_table(run_id, metrics))
+    return _assemble(rows, curves, layers, skipped, root)
+
+
+def _common_parts(dirs: list[Path]) -> tuple[str, ...]:
+    parts = dirs[0].parts
+    for d in dirs[1:]:
+        n = 0
+        while n < min(len(parts), len(d.parts)) and parts[n] == d.parts[n]:
+            n += 1
+        parts = parts[:n]
+    return parts if len(dirs) > 1 else dirs[0].parent.parts
+
+
+def _assemble(rows, curves, layers, skipped, root) -> Collection:
+    skipped = pd.DataFrame(skipped, columns=["run", "status", "reason"])
+    if not rows:
+        empty = pd.DataFrame(columns=["run", "label", "seed", *CURVE_COLUMNS])
+        return Collection(pd.DataFrame(columns=["run", "label", "seed", "status"]), empty,
+                          pd.DataFrame(), skipped, [], root)
+    runs = pd.DataFrame(rows)
+    config_cols = [c for c in runs.columns if "." in c or c == "arm"]
+    axes = recipe_axes(runs[config_cols])
+    runs["label"] = runs.apply(_label, axis=1, args=(axes,))
+    keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
+            "best_val_loss", "final_val_bpb", "final_train_loss", "tokens", "steps",
+            "decay_start", "wall_seconds", "tokens_per_second", "backend", "model", "name",
+            "path"]
+    runs = runs.reindex(columns=list(dict.fromkeys(keep)))
+    meta = runs[["run", "label", "seed"]]
+    curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")
+    curves = curves.reindex(columns=["run", "label", "seed", *CURVE_COLUMNS])
+    layers = [t for t in layers if len(t)]
+    layers = pd.concat(layers, ignore_index=True).merge(meta, on="run") if layers \
+        else pd.DataFrame()
+    return Collection(runs, curves, layers, skipped, axes, root)

@@ -1,0 +1,266 @@
+"""The report's figures, drawn from ``collect``'s tables with matplotlib.
+
+Every figure has tokens on the x-axis (what the paper plots), units on both axes, the LR-decay
+phase shaded where the runs used WSD (the gaps widen there in every figure of the paper), one
+colour per recipe that stays the same across the figures of a report (``palette``), and a
+legend titled with the config key the recipes differ in. Each function draws into a new
+figure and returns it; ``save`` writes PNG and PDF.
+
+    loss_figure              train and val loss vs tokens, mean over seeds and min-max band
+    gap_figure               relative loss difference vs a baseline over tokens, the paper's
+                             convention (ref - exp)/ref x 100%, negative = worse (Fig. 4, 6a...)
+    efficiency_figure        final loss vs training tokens per recipe, the reference's loss as
+                             a line, the multiplier each recipe needs to reach it (Fig. 6b)
+    layer_error_figure       per-layer relative error of the quantized Wgrad by depth (E06)
+    paper_figure             the paper's numbers beside ours, both scales in the title
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .gaps import gap_curves  # noqa: E402
+
+# the paper's formats keep their colour in every report; other labels take the next free one
+_FIXED = {"bf16": "black", "fp8": "tab:blue", "mxfp4": "tab:orange", "nvfp4": "tab:green",
+          "nvfp4_base": "tab:olive"}
+_CYCLE = ["tab:green", "tab:orange", "tab:blue", "tab:red", "tab:purple", "tab:brown",
+          "tab:pink", "tab:cyan", "tab:olive", "tab:gray"]
+_AXIS_NAMES = {"quant.name": "quant", "arm": "arm"}
+
+plt.rcParams.update({"font.size": 9, "axes.titlesize": 10, "legend.fontsize": 8,
+                     "axes.grid": True, "grid.alpha": 0.3, "figure.dpi": 100})
+
+
+def palette(labels: list[str]) -> dict[str, str]:
+    """label -> colour, the paper's formats fixed, the rest in order from a cycle."""
+    free = iter(c for c in _CYCLE if c not in {_FIXED[lb] for lb in labels if lb in _FIXED})
+    return {lb: _FIXED[lb] if lb in _FIXED else next(free, "tab:gray") for lb in labels}
+
+
+def axis_title(axes: list[str]) -> str:
+    """The legend title: the config key(s) the recipes differ in."""
+    return ", ".join(_AXIS_NAMES.get(a, a) for a in axes) or "run"
+
+
+def tokens_formatter(ax) -> None:
+    """Tokens as 150k / 1.2M / 3B on the x-axis."""
+    def fmt(x, _):
+        for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+            if abs(x) >= div:
+                return f"{x / div:g}{unit}"
+        return f"{x:g}"
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(fmt))
+    ax.set_xlabel("training tokens")
+
+
+def shade_decay(ax, runs: pd.DataFrame) -> None:
+    """Shade the LR-decay phase (WSD) of the runs, when they share one."""
+    starts = runs["decay_start"].dropna().unique()
+    if len(starts) == 1:
+        ax.axvspan(starts[0], runs["tokens"].max(), color="0.85", alpha=0.5, lw=0,
+                   label="LR decay")
+
+
+def _band(ax, df: pd.DataFrame, value: str, colour: str, label: str) -> None:
+    """Mean over seeds as a line, min-max over seeds as a band. df: tokens, seed, value."""
+    g = df.dropna(subset=[value]).groupby("tokens")[value]
+    stats = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max(), "n": g.size()})
+    if stats.empty:
+        return
+    ax.plot(stats.index, stats["mean"], color=colour, lw=1.4, label=label,
+            marker="o" if len(stats) < 8 else None, ms=3)
+    if (stats["n"] > 1).any():
+        ax.fill_between(stats.index, stats["lo"], stats["hi"], color=colour, alpha=0.2, lw=0)
+
+
+def _legend(ax, axes: list[str], n_seeds: int) -> None:
+    title = axis_title(axes) + (f" (mean, band: min-max of {n_seeds} seeds)" if n_seeds > 1
+                                else "")
+    ax.legend(title=title, loc="best", frameon=False)
+
+
+def loss_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
+                colours: dict[str, str]):
+    """Train (left) and validation (right) loss vs tokens, one line per recipe."""
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
+    for ax, metric, name in ((left, "train_loss", "train loss"),
+                             (right, "val_loss", "validation loss")):
+        shade_decay(ax, runs)
+        for label in colours:
+            _band(ax, curves[curves["label"] == label], metric, colours[label], label)
+        ax.set_ylabel(f"{name} (nats/token)")
+        tokens_formatter(ax)
+        _clip_warmup(ax, curves, metric)
+    _legend(right, axes, runs["seed"].nunique())
+    fig.tight_layout()
+    return fig
+
+
+def _clip_warmup(ax, curves: pd.DataFrame, metric: str) -> None:
+    """Start the y-axis where the curves are comparable: the early loss (ln V and the first
+    descent) would squash the differences the figure is about."""
+    v = curves.dropna(subset=[metric])
+    if v.empty:
+        return
+    late = v[v["tokens"] >= v["tokens"].max() * 0.2][metric]
+    lo, hi = late.min(), late.max()
+    pad = 0.05 * (hi - lo) if hi > lo else 0.05
+    ax.set_ylim(lo - pad, hi + 3 * pad)
+
+
+def gap_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
+               colours: dict[str, str], baseline: str, metric: str):
+    """Relative loss difference vs ``baseline`` over tokens (paper convention)."""
+    gaps = gap_curves(curves, baseline, metric)
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    shade_decay(ax, runs)
+    ax.axhline(0, color=colours.get(baseline, "black"), lw=1, label=f"{baseline} (baseline)")
+    for label in colours:
+        g = gaps[gaps["label"] == label].sort_values("tokens")
+        if g.empty:
+            continue
+        ax.plot(g["tokens"], g["mean"], color=colours[label], lw=1.4, label=label,
+                marker="o" if len(g) < 8 else None, ms=3)
+        if g["lo"].notna().any():
+            ax.fill_between(g["tokens"], g["lo"], g["hi"], color=colours[label], alpha=0.2,
+                            lw=0)
+    name = metric.replace("_", " ").replace("val", "validation")
+    ax.set_ylabel(f"{name} difference vs {baseline} (%)\n(ref - exp) / ref, negative = worse")
+    tokens_formatter(ax)
+    n = runs["seed"].nunique()
+    ax.legend(title=axis_title(axes) + (f" (paired over {n} seeds, 95% CI)" if n > 1 else ""),
+              frameon=False, loc="best")
+    fig.tight_layout()
+    return fig, gaps
+
+
+def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
+                      metric: str = "final_val_loss"):
+    """Final loss vs training tokens per recipe (a preset run at several token budgets); the
+    reference's loss as a dashed line. Colours are per recipe, not per budget."""
+    done = runs[runs["status"] == "done"]
+    colours = palette(list(dict.fromkeys(done["recipe"])))
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    ref = done[done["label"] == reference]
+    ax.axhline(ref[metric].mean(), color=colours[ref["recipe"].iloc[0]], ls="--", lw=1,
+               label=f"{reference}: {_tokens_text(ref['tokens'].mean())} tokens (reference)")
+    for recipe, part in done.groupby("recipe", sort=False):
+        ax.scatter(part["tokens"], part[metric], color=colours[recipe], s=12, alpha=0.6)
+        mean = part.groupby("tokens")[metric].mean()
+        row = table[table["recipe"] == recipe]
+        note = _multiplier_text(row.iloc[0]) if len(row) else ""
+        ax.plot(mean.index, mean.values, color=colours[recipe], lw=1.4, marker="o", ms=4,
+                label=f"{recipe}{note}")
+    ax.set_ylabel("final validation loss (nats/token)")
+    tokens_formatter(ax)
+    ax.legend(title="recipe (line: mean, dots: seeds)", frameon=False, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def _tokens_text(x: float) -> str:
+    return f"{x / 1e6:.3g}M" if x >= 1e6 else f"{x / 1e3:.3g}k"
+
+
+def _multiplier_text(row: pd.Series) -> str:
+    if row["status"] == "reached" and np.isfinite(row["multiplier_mean"]):
+        return f": needs {row['multiplier_mean']:.2f}x the tokens"
+    return f": {row['status']}"
+
+
+def layer_error_figure(layers: pd.DataFrame, colours: dict[str, str], axes: list[str],
+                       metric: str = "wgrad/rel_err"):
+    """Mean (over logged steps, layers of a block, seeds) relative error by block index."""
+    part = layers[layers["metric"] == metric]
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for label in colours:
+        g = part[part["label"] == label].groupby("block")["value"]
+        if g.ngroups == 0:
+            continue
+        ax.plot(g.mean().index, g.mean().values, color=colours[label], marker="o", ms=4,
+                label=label)
+    ax.xaxis.set_major_locator(matplotlib.ticker.MaxNLocator(integer=True))
+    ax.set_xlabel("block (0 = first; blocks kept in BF16 have no point)")
+    ax.set_ylabel(f"relative error of {metric.split('/')[0]}\n||Q - exact|| / ||exact||")
+    ax.legend(title=axis_title(axes), frameon=False, loc="best")
+    fig.tight_layout()
+    return fig
+
+
+def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title: str,
+                 baseline: str):
+    """Bars of the paper's values (left) beside ours (right, 95% CI over seeds when there are
+    several), each bar labelled with its number.
+
+    paper: a PaperResult; ours: label, value, lo, hi in the paper's metric units, gaps
+    against ``baseline``.
+    """
+    labels = [lb for lb in colours if lb in paper.values or lb in set(ours["label"])]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
+    x = np.arange(len(labels))
+    o = ours.set_index("label").reindex(labels)
+    err = np.vstack([o["value"] - o["lo"], o["hi"] - o["value"]])
+    bars = {left: [paper.values.get(lb, np.nan) for lb in labels], right: list(o["value"])}
+    for ax, values in bars.items():
+        has_err = ax is right and np.isfinite(err).any()
+        ax.bar(x, values, color=[colours[lb] for lb in labels], alpha=0.8,
+               yerr=np.where(np.isfinite(err), err, 0) if has_err else None, capsize=3)
+        for i, v in enumerate(values):
+            if np.isfinite(v):
+                ax.annotate(f"{v:+.2f}" if paper.metric.endswith("gap_pct") else f"{v:.3f}",
+                            (i, v), ha="center", va="top" if v < 0 else "bottom", fontsize=7,
+                            xytext=(0, -2 if v < 0 else 2), textcoords="offset points")
+        ax.set_xticks(x, labels, rotation=20, ha="right")
+        ax.axhline(0, color="black", lw=0.8)
+        ax.grid(axis="x", visible=False)
+        lo, hi = ax.get_ylim()
+        ax.set_ylim(lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))  # room for the numbers
+    for i, lb in enumerate(labels):
+        if lb in paper.outcomes and lb not in paper.values:
+            left.annotate(paper.outcomes[lb], (i, 0), rotation=90, ha="center", va="bottom",
+                          fontsize=7)
+    unit = _METRIC_UNITS[paper.metric]
+    gap = paper.metric.endswith("gap_pct")
+    left.set_ylabel(unit + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
+    right.set_ylabel(unit + (f" vs {baseline}" if gap else ""))
+    left.set_title(f"paper, {paper.figure}: {paper.scale}", fontsize=9)
+    right.set_title(ours_title, fontsize=9)
+    _same_scale_if_gap(left, right, paper.metric)
+    fig.tight_layout()
+    return fig
+
+
+_METRIC_UNITS = {
+    "train_loss_gap_pct": "train loss difference (%)",
+    "val_loss_gap_pct": "validation loss difference (%)",
+    "val_loss": "validation loss (nats/token)",
+    "train_loss": "train loss (nats/token)",
+    "token_multiplier": "token multiplier (x)",
+}
+
+
+def _same_scale_if_gap(left, right, metric: str) -> None:
+    """Relative gaps share units across scales, so they share a y-range; losses do not
+    (different data and tokenizers), so each keeps its own."""
+    if metric.endswith("gap_pct"):
+        lo = min(left.get_ylim()[0], right.get_ylim()[0])
+        hi = max(left.get_ylim()[1], right.get_ylim()[1])
+        left.set_ylim(lo, hi)
+        right.set_ylim(lo, hi)
+
+
+def save(fig, directory: Path, name: str) -> list[Path]:
+    """Write ``name``.png (150 dpi) and ``name``.pdf; close the figure."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = [directory / f"{name}.png", directory / f"{name}.pdf"]
+    fig.savefig(paths[0], dpi=150)
+    fig.savefig(paths[1])
+    plt.close(fig)
+    return paths

@@ -1,0 +1,154 @@
+"""The paper's reported numbers, stored as data: one ``conf/paper/<ablation>.yaml`` per ablation.
+
+Each file holds, for one ``conf/ablation/<ablation>.yaml``, what arXiv 2509.25149v1 reported for
+the experiment that ablation reproduces (``paper.md`` §4, ids E01-E12): the figure, the scale,
+the metric, the paper's conclusion, the ordering it found (best first) and its number for each
+of OUR labels (quant preset, arm name or swept value, as a string). Labels the paper did not
+run are omitted; arms that diverged in the paper carry an ``outcomes`` entry instead of a value.
+
+How the numbers were read (``paper.md`` §0): ``source: read`` means the number is in the text,
+a table or a caption; ``plot≈`` means it was read off a figure by eye (about ±0.05 points on
+relative-difference plots, ±0.002 on loss plots). Gap metrics use the paper's sign convention,
+``(ref - exp) / ref * 100``: negative means higher loss than the reference. ``reference`` is
+the label of our sweep that the report compares the others against. ``baseline`` is the
+label of OUR sweep the numbers are relative to, or null when they are absolute or relative to a
+run we do not have (FP8 at 12B, BF16 where the sweep has no bf16 arm; ``notes`` says which).
+An ``ordering`` of null means the paper reports no difference at the scale nearest ours.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+METRICS = ("train_loss_gap_pct", "val_loss_gap_pct", "val_loss", "train_loss", "token_multiplier")
+GAP_METRICS = ("train_loss_gap_pct", "val_loss_gap_pct")
+ABSOLUTE_METRICS = ("val_loss", "train_loss")
+SOURCES = ("read", "plot≈")
+REQUIRED = ("experiment", "figure", "scale", "metric", "baseline", "reference", "axis", "finding",
+            "ordering", "values", "source")
+OPTIONAL = ("outcomes", "notes")
+
+
+@dataclass(frozen=True)
+class PaperResult:
+    """What the paper reported for one ablation (the fields of ``conf/paper/<ablation>.yaml``)."""
+
+    ablation: str                      # the file's stem, = the conf/ablation name
+    experiment: str                    # paper.md id(s), e.g. "E01/E03"
+    figure: str                        # e.g. "Fig. 6a"
+    scale: str                         # the paper's model and token count, for captions
+    metric: str                        # one of METRICS
+    baseline: str | None               # our label the values are relative to; None: absolute
+    reference: str                     # our label the report compares the others against
+    axis: str                          # the swept key: quant | arm | quant.rht.size | ...
+    finding: str
+    ordering: list[str] | None         # our labels, best (lowest loss) first; None: no difference
+    values: dict[str, float]           # our label -> the paper's number in `metric` units
+    source: dict[str, str]             # our label -> "read" | "plot≈"
+    outcomes: dict[str, str] = field(default_factory=dict)   # label -> "converges" / "diverges.."
+    notes: str = ""
+
+
+def paper_dir() -> Path:
+    """The checkout's ``conf/paper`` (``$NVFP4_LAB_CONF/paper`` when that is set)."""
+    from nvfp4_lab.cli import conf_dir
+
+    return conf_dir() / "paper"
+
+
+def _labels(path: Path, key: str, raw, kind: type) -> dict[str, object]:
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: key {key!r} must be a mapping of label -> {kind.__name__}")
+    out = {}
+    for label, value in raw.items():
+        ok = (isinstance(value, (int, float)) and not isinstance(value, bool)
+              and math.isfinite(value)) if kind is float else isinstance(value, str)
+        if not ok:
+            raise ValueError(f"{path}: key {key!r}: {label!r} -> {value!r} is not a "
+                             f"{kind.__name__}")
+        out[str(label)] = kind(value)
+    return out
+
+
+def _parse(path: Path) -> PaperResult:
+    raw = yaml.safe_load(path.read_text())
+    if not isinstance(raw, dict):
+        raise ValueError(f"{path}: expected a mapping at the top level")
+    for key in raw:
+        if key not in REQUIRED + OPTIONAL:
+            raise ValueError(f"{path}: unknown key {key!r} (allowed: "
+                             f"{', '.join(REQUIRED + OPTIONAL)})")
+    for key in REQUIRED:
+        if key not in raw:
+            raise ValueError(f"{path}: missing key {key!r}")
+    for key in ("experiment", "figure", "scale", "metric", "reference", "axis", "finding"):
+        if not isinstance(raw[key], str) or not raw[key]:
+            raise ValueError(f"{path}: key {key!r} must be a non-empty string")
+    metric = raw["metric"]
+    if metric not in METRICS:
+        raise ValueError(f"{path}: key 'metric': unknown metric {metric!r} (one of {METRICS})")
+    values = _labels(path, "values", raw["values"], float)
+    source = _labels(path, "source", raw["source"], str)
+    outcomes = _labels(path, "outcomes", raw.get("outcomes") or {}, str)
+    if set(source) != set(values) or any(s not in SOURCES for s in source.values()):
+        raise ValueError(f"{path}: key 'source' must give one of {SOURCES} for exactly the "
+                         f"labels of 'values'")
+    baseline = raw["baseline"]
+    if baseline is not None:
+        baseline = str(baseline)
+        if metric in ABSOLUTE_METRICS:
+            raise ValueError(f"{path}: key 'baseline' must be null for the absolute {metric}")
+        if metric in GAP_METRICS and values.get(baseline, 0.0) != 0.0:
+            raise ValueError(f"{path}: key 'values': the baseline {baseline!r} has a nonzero gap")
+    ordering = raw["ordering"]
+    if ordering is not None:
+        if not isinstance(ordering, list):
+            raise ValueError(f"{path}: key 'ordering' must be a list of labels or null")
+        ordering = [str(label) for label in ordering]
+        if len(set(ordering)) != len(ordering) or set(ordering) != set(values):
+            raise ValueError(f"{path}: key 'ordering' must list each label of 'values' once: "
+                             f"missing {sorted(set(values) - set(ordering))}, extra or repeated "
+                             f"{sorted(set(ordering) - set(values)) or ordering}")
+    notes = raw.get("notes") or ""
+    if not isinstance(notes, str):
+        raise ValueError(f"{path}: key 'notes' must be a string")
+    return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
+                       baseline, raw["reference"], raw["axis"], raw["finding"], ordering,
+                       values, source, outcomes, notes)
+
+
+def load_paper(ablation: str, directory: Path | str | None = None) -> PaperResult | None:
+    """The paper's numbers for ``ablation``; None when ``directory`` (default: ``paper_dir()``)
+    has no ``<ablation>.yaml``. A malformed file raises ValueError naming the file and key."""
+    path = Path(directory if directory is not None else paper_dir()) / f"{ablation}.yaml"
+    return _parse(path) if path.is_file() else None
+
+
+def load_all(directory: Path | str | None = None) -> dict[str, PaperResult]:
+    """Every paper file, by ablation name."""
+    root = Path(directory if directory is not None else paper_dir())
+    return {p.stem: _parse(p) for p in sorted(root.glob("*.yaml"))}
+
+
+def paper_ordering_agrees(paper: PaperResult, ours: dict[str, float]) -> bool | None:
+    """Whether our mean losses (label -> loss, lower is better) order the labels present in
+    both as the paper did. Pairs the paper reports as tied (equal values) may come in either
+    order, and equal losses of ours never contradict; a non-finite loss of ours (a diverged run)
+    counts as the worst. None when the paper reports no ordering, fewer than 2 labels are
+    common, or every common pair is tied in the paper."""
+    if paper.ordering is None:
+        return None
+    common = [label for label in paper.ordering if label in ours]
+    loss = {k: v if math.isfinite(v) else math.inf for k, v in ours.items()}
+    compared = False
+    for i, better in enumerate(common):
+        for worse in common[i + 1:]:
+            if paper.values.get(better) == paper.values.get(worse):
+                continue
+            compared = True
+            if loss[better] > loss[worse]:
+                return False
+    return True if compared else None

@@ -1,0 +1,256 @@
+"""A sweep's report: ``report.md``, CSV tables and figures, written next to its runs.
+
+``write_report(paths)`` collects the runs, picks the baseline (the caller's, else the one the
+paper compares against, else BF16, else the first recipe), and writes
+
+    report.md                      what was run, the final-loss table with intervals, the
+                                   figures, the paper's finding beside ours
+    tables/runs.csv                one row per run (collect's ``runs``)
+    tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
+    tables/loss_gap.csv            the gap curves behind loss_gap.png
+    tables/token_efficiency.csv    when recipes ran at several token budgets
+    figures/*.png|pdf              loss, loss_gap, token_efficiency, layer_error, paper_vs_ours
+
+The sweep callback (``train/sweep.py``) calls it when a sweep ends; ``nvfp4-lab plot DIR``
+regenerates it and ``nvfp4-lab compare A B ...`` writes one for any set of runs.
+"""
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from . import figures
+from .collect import Collection, collect
+from .gaps import curve_efficiency_table, efficiency_table
+from .paper import PaperResult, load_paper, paper_ordering_agrees
+from .stats import recipe_table
+
+_PAPER_METRIC = {"train_loss_gap_pct": "final_train_loss", "val_loss_gap_pct": "final_val_loss",
+                 "val_loss": "final_val_loss", "train_loss": "final_train_loss",
+                 "token_multiplier": "final_val_loss"}
+
+
+def choose_baseline(labels: list[str], requested: str | None,
+                    paper: PaperResult | None) -> str:
+    """The caller's baseline (must exist), else the paper's reference arm, else bf16, else the
+    first recipe."""
+    if requested is not None:
+        if requested not in labels:
+            raise ValueError(f"baseline {requested!r} is not among the recipes: "
+                             f"{', '.join(labels)}")
+        return requested
+    for candidate in (paper and paper.reference, paper and paper.baseline, "bf16"):
+        if candidate in labels:
+            return candidate
+    return labels[0]
+
+
+def gap_metric(curves: pd.DataFrame) -> str:
+    """val_loss when every run has at least 4 validation points, else train_loss (logged
+    more often; paired seeds see the same batches, so its gap is not batch noise)."""
+    counts = curves.dropna(subset=["val_loss"]).groupby("run").size()
+    enough = len(counts) == curves["run"].nunique() and (counts >= 4).all()
+    return "val_loss" if enough else "train_loss"
+
+
+def write_report(paths: list[str | Path], out: Path | None = None, *,
+                 baseline: str | None = None, ablation: str | None = None) -> Path:
+    """Collect the runs under ``paths`` and write the report into ``out`` (default: the
+    common directory of the runs). Returns the path of ``report.md``."""
+    coll = collect(paths)
+    out = Path(out or coll.root)
+    if coll.runs.empty:
+        raise ValueError(f"no finished or running runs under {', '.join(map(str, paths))}"
+                         + _skipped_text(coll))
+    ablation = ablation or _ablation_name(coll)
+    paper = load_paper(ablation) if ablation else None
+    base = choose_baseline(coll.labels, baseline, paper)
+    colours = figures.palette(coll.labels)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    coll.runs.to_csv(out / "tables" / "runs.csv", index=False)
+
+    table = recipe_table(coll.runs, "final_val_loss", base)
+    table.to_csv(out / "tables" / "final_loss.csv", index=False)
+    sections = [_header(coll, ablation, paper, base, out), _table_md(table, base)]
+
+    figs = out / "figures"
+    figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss")
+    names = ["loss"]
+    if len(coll.labels) > 1:
+        metric = gap_metric(coll.curves)
+        fig, gaps = figures.gap_figure(coll.runs, coll.curves, coll.axes, colours, base, metric)
+        figures.save(fig, figs, "loss_gap")
+        gaps.to_csv(out / "tables" / "loss_gap.csv", index=False)
+        names.append("loss_gap")
+    eff = _efficiency(coll, base)
+    if eff is not None:
+        eff.to_csv(out / "tables" / "token_efficiency.csv", index=False)
+        figures.save(figures.efficiency_figure(coll.runs, base, eff), figs,
+                     "token_efficiency")
+        names.append("token_efficiency")
+        sections.append(_efficiency_md(eff, base))
+    elif len(coll.labels) > 1 and gap_metric(coll.curves) == "val_loss":
+        approx = curve_efficiency_table(coll.runs, coll.curves, base)
+        approx.to_csv(out / "tables" / "token_efficiency_curves.csv", index=False)
+        sections.append(_curve_efficiency_md(approx, base))
+    if not coll.layers.empty:
+        figures.save(figures.layer_error_figure(coll.layers, colours, coll.axes), figs,
+                     "layer_error")
+        names.append("layer_error")
+    if paper is not None:
+        ours = _ours_in_paper_units(coll, paper, base)
+        title = f"this run: {_scale_text(coll)}"
+        figures.save(figures.paper_figure(paper, ours, colours, title, base), figs,
+                     "paper_vs_ours")
+        names.append("paper_vs_ours")
+        sections.append(_paper_md(paper, ours))
+    sections.append(_figures_md(names))
+    if len(coll.skipped):
+        sections.append("## Skipped runs\n\n" + _md_table(coll.skipped))
+    (out / "report.md").write_text("\n\n".join(sections) + "\n")
+    return out / "report.md"
+
+
+def _ablation_name(coll: Collection) -> str | None:
+    """The config's ``name`` (the ablation's) when all runs share one."""
+    names = coll.runs["name"].dropna().unique()
+    return str(names[0]) if len(names) == 1 else None
+
+
+def _efficiency(coll: Collection, reference: str) -> pd.DataFrame | None:
+    """The token-efficiency table when some recipe ran at more than one token budget."""
+    done = coll.runs[coll.runs["status"] == "done"]
+    budgets = done.groupby("recipe")["tokens"].nunique()
+    if budgets.empty or budgets.max() < 2:
+        return None
+    return efficiency_table(done, reference)
+
+
+def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.DataFrame:
+    """Our final numbers per label in the paper's metric: label, value, lo, hi, loss (the mean
+    final loss the metric is taken from), verdict (of the gap to ``base``)."""
+    metric = _PAPER_METRIC[paper.metric]
+    t = recipe_table(coll.runs, metric, base).rename(columns={"mean": "loss"})
+    if paper.metric.endswith("gap_pct"):
+        t = t.rename(columns={"gap_pct": "value", "gap_lo": "lo", "gap_hi": "hi"})
+        t.loc[t["label"] == base, "value"] = 0.0
+    else:
+        t = t.assign(value=t["loss"], lo=t["ci_lo"], hi=t["ci_hi"])
+    return t[["label", "value", "lo", "hi", "loss", "verdict"]]
+
+
+def _scale_text(coll: Collection) -> str:
+    runs = coll.runs
+    models = ", ".join(sorted(map(str, runs["model"].dropna().unique()))) or "?"
+    tokens = runs["tokens"].dropna()
+    span = (f"{figures._tokens_text(tokens.min())}" if tokens.nunique() <= 1 else
+            f"{figures._tokens_text(tokens.min())}-{figures._tokens_text(tokens.max())}")
+    return f"{models}, {span} tokens, {runs['seed'].nunique()} seed(s)"
+
+
+def _header(coll: Collection, ablation, paper, base: str, out: Path) -> str:
+    status = coll.runs["status"].value_counts()
+    lines = [f"# {ablation or 'comparison'}" + (f": paper {paper.experiment}, {paper.figure}"
+                                                 if paper else ""),
+             "",
+             f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from `{out}`: "
+             f"{status.get('done', 0)} runs done, {status.get('running', 0)} still running, "
+             f"{len(coll.skipped)} skipped (failed, diverged or unreadable).",
+             "",
+             f"Recipes, by `{figures.axis_title(coll.axes)}`: "
+             + ", ".join(f"`{lb}`" for lb in coll.labels) + f"; baseline `{base}`. "
+             f"Scale: {_scale_text(coll)}."]
+    return "\n".join(lines)
+
+
+def _fmt(x, digits=4) -> str:
+    return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def _table_md(table: pd.DataFrame, base: str) -> str:
+    rows = []
+    for r in table.itertuples():
+        ci = f"[{_fmt(r.ci_lo)}, {_fmt(r.ci_hi)}]" if np.isfinite(r.ci_lo) else ""
+        gap = "" if r.label == base else _fmt(r.gap_pct, 2)
+        gci = f"[{_fmt(r.gap_lo, 2)}, {_fmt(r.gap_hi, 2)}]" if np.isfinite(r.gap_lo) else ""
+        rows.append(f"| `{r.label}` | {r.n} | {_fmt(r.mean)} | {_fmt(r.sd)} | {ci} | {gap} | "
+                    f"{gci} | {r.verdict} |")
+    return ("## Final validation loss (nats/token)\n\n"
+            f"Gap = (baseline - recipe) / baseline x 100%, per seed against `{base}` of the "
+            "same seed (paired), then averaged; negative = worse than the baseline. A verdict "
+            "is given only when the 95% interval excludes zero.\n\n"
+            "| recipe | seeds | mean | sd | 95% CI | gap (%) | gap 95% CI | verdict |\n"
+            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def _efficiency_md(eff: pd.DataFrame, reference: str) -> str:
+    return (f"## Token efficiency\n\nTokens each recipe needs to reach `{reference}`'s final "
+            "validation loss, as a multiple of its tokens, interpolated linearly between the "
+            "budgets that were run (per seed, then averaged).\n\n" + _md_table(eff))
+
+
+def _curve_efficiency_md(approx: pd.DataFrame, reference: str) -> str:
+    return ("## Token efficiency (approximate)\n\nTokens at which each recipe's validation "
+            f"curve first reaches `{reference}`'s final loss, as a multiple of `{reference}`'s "
+            "tokens. Approximate: partway through a run the learning rate has not decayed, so "
+            "this is not the loss a run scheduled for that length would reach; run "
+            "`+ablation=token_efficiency` for the real measurement.\n\n" + _md_table(approx))
+
+
+def _paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
+    """The paper's finding, its numbers, and whether our ordering (by the final loss the
+    paper's metric is taken from) agrees with the paper's."""
+    loss = dict(zip(ours["label"], ours["loss"]))
+    agrees = paper_ordering_agrees(paper, loss)
+    source = _PAPER_METRIC[paper.metric].replace("final_", "final ").replace("_", " ")
+    if agrees is None:
+        verdict = ("the paper reports no ordering here (a null result)" if not paper.ordering
+                   else "too few common recipes to compare orderings")
+    else:
+        resolved = ours["verdict"].isin(["better", "worse", "baseline"]).all()
+        ordering = " < ".join(sorted(loss, key=loss.get))
+        verdict = (f"ours (by mean {source}): {ordering}; it "
+                   f"{'agrees' if agrees else 'does not agree'} with the paper"
+                   + ("" if resolved else " (not every gap is resolved by our intervals, so "
+                      "the ordering is partly noise)"))
+    paper_order = " < ".join(paper.ordering) if paper.ordering else "no difference"
+    gap = paper.metric.endswith("pct")
+    values = ", ".join(f"`{k}` {v:+g}%" if gap else f"`{k}` {v:g}"
+                       for k, v in paper.values.items())
+    outcomes = "".join(f"; `{k}`: {v}" for k, v in paper.outcomes.items())
+    return (f"## The paper beside this run\n\nPaper ({paper.experiment}, {paper.figure}; "
+            f"{paper.scale}): {paper.finding}\n\nPaper's values ({paper.metric}): {values}"
+            f"{outcomes}. Paper's ordering: {paper_order}; {verdict}."
+            + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
+
+
+def _figures_md(names: list[str]) -> str:
+    captions = {"loss": "Loss vs tokens (mean over seeds, band min-max; shaded: LR decay).",
+                "loss_gap": "Relative loss difference vs the baseline over tokens.",
+                "token_efficiency": "Final loss vs training tokens per recipe.",
+                "layer_error": "Relative error of the quantized weight gradient by depth.",
+                "paper_vs_ours": "The paper's numbers (left) beside ours (right)."}
+    return "## Figures\n\n" + "\n\n".join(
+        f"![{n}](figures/{n}.png)\n\n{captions[n]} ([PDF](figures/{n}.pdf))" for n in names)
+
+
+def _md_table(df: pd.DataFrame) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    for row in df.itertuples(index=False):
+        lines.append("| " + " | ".join(_cell(v) for v in row) + " |")
+    return "\n".join(lines)
+
+
+def _cell(v) -> str:
+    if isinstance(v, float):
+        return _fmt(v, 4)
+    return str(v).replace("|", "\\|").replace("\n", " ")
+
+
+def _skipped_text(coll: Collection) -> str:
+    return "" if coll.skipped.empty else "; skipped: " + "; ".join(
+        f"{r.run} ({r.status}: {r.reason})" for r in coll.skipped.itertuples())

@@ -1,0 +1,273 @@
+"""collect -> report on hand-made run directories: labels, robustness, tables, figures, CLI."""
+from __future__ import annotations
+
+import json
+import re
+
+import pandas as pd
+import pytest
+import yaml
+
+from nvfp4_lab.analysis import collect, find_sweeps, load_paper, write_report
+from nvfp4_lab.analysis.collect import read_metrics
+from nvfp4_lab.cli import conf_dir, main
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def val(final: float, n: int = 4) -> list[float]:
+    """A validation curve over n points ending at ``final`` (0.5 above it at the start)."""
+    return [final + 0.5 * (n - 1 - i) / (n - 1) for i in range(n)]
+
+
+# ------------------------------------------------------------------------------ collect
+
+def test_recipes_are_labelled_by_the_preset_that_differs(runs_factory):
+    for seed in (0, 1):
+        runs_factory(f"0_quant=bf16/seed={seed}", quant="bf16", seed=seed, val_loss=val(3.0))
+        runs_factory(f"1_quant=nvfp4/seed={seed}", quant="nvfp4", seed=seed, val_loss=val(3.1))
+    c = collect([runs_factory("x", quant="bf16").parent])
+    assert c.axes == ["quant.name"]
+    assert c.labels == ["bf16", "nvfp4"]
+    assert sorted(c.runs["seed"]) == [0, 0, 0, 1, 1]
+    assert len(c.curves) == 5 * 4
+    one = c.runs.set_index("run").loc["1_quant=nvfp4/seed=1"]
+    assert one["label"] == "nvfp4" and one["final_val_loss"] == pytest.approx(3.1)
+    # WSD over 40 steps with decay 0.25 decays from step 30
+    assert one["decay_start"] == 30 * runs_factory.tokens_per_step
+
+
+def test_a_swept_key_labels_runs_when_the_preset_is_the_same(runs_factory):
+    for size in (2, 16):
+        runs_factory(f"size={size}", quant="nvfp4", config={"quant.rht_size": size})
+    c = collect([runs_factory("other", quant="nvfp4", config={"quant.rht_size": 4}).parent])
+    assert c.axes == ["quant.rht_size"]
+    assert sorted(c.labels) == ["16", "2", "4"]
+
+
+def test_two_axes_name_both(runs_factory):
+    for quant in ("nvfp4", "mxfp4"):
+        for size in (2, 16):
+            runs_factory(f"{quant}_{size}", quant=quant, config={"quant.rht_size": size})
+    c = collect([runs_factory("bf16", quant="bf16", config={"quant.rht_size": 16}).parent])
+    assert c.axes == ["quant.name", "quant.rht_size"]
+    assert "quant=nvfp4, rht_size=2" in c.labels and "quant=bf16, rht_size=16" in c.labels
+
+
+def test_arms_win_and_runs_outside_the_arms_keep_their_preset(runs_factory):
+    runs_factory("a", quant="nvfp4", arm="full")
+    runs_factory("b", quant="nvfp4", arm="without_sr", config={"quant.sr": []})
+    c = collect([runs_factory("c", quant="bf16", arm=None).parent])
+    assert c.axes == ["arm"]
+    assert sorted(c.labels) == ["bf16", "full", "without_sr"]
+
+
+def test_failed_diverged_unreadable_are_listed_and_running_runs_kept(runs_factory):
+    runs_factory("ok", quant="bf16", val_loss=val(3.0))
+    runs_factory("bad", quant="nvfp4", status="failed", error="RuntimeError: boom")
+    runs_factory("nan", quant="mxfp4", status="diverged", error="non-finite loss at step 3")
+    live = runs_factory("live", quant="fp8", steps=[10, 20], status="running")
+    broken = runs_factory("broken", quant="nvfp4")
+    (broken / "summary.json").write_text('{"status": "do')          # half-written
+    fresh = runs_factory("fresh", quant="fp8", summary=False)           # no summary yet
+    (fresh / "metrics.csv").unlink()
+    c = collect([live.parent])
+    skipped = c.skipped.set_index("run")
+    assert skipped.loc["bad", "status"] == "failed" and "boom" in skipped.loc["bad", "reason"]
+    assert skipped.loc["nan", "status"] == "diverged"
+    assert skipped.loc["broken", "status"] == "unreadable"
+    status = c.runs.set_index("run")["status"]
+    assert status.to_dict() == {"ok": "done", "live": "running", "fresh": "running"}
+    assert list(c.curves[c.curves["run"] == "live"]["step"]) == [10, 20]
+    assert c.curves[c.curves["run"] == "fresh"].empty
+
+
+def test_attempt_logs_merge_with_the_later_attempt_winning(tmp_path):
+    run = tmp_path / "run"
+    for version, rows in ((0, [(1000, 5.0), (2000, 4.0), (3000, 3.9)]),   # killed after step 3
+                          (1, [(3000, 3.5), (4000, 3.0)])):               # resumed from step 2
+        d = run / "logs" / "csv" / f"version_{version}"
+        d.mkdir(parents=True)
+        pd.DataFrame({"step": range(len(rows)), "tokens": [t for t, _ in rows],
+                      "train_loss": [v for _, v in rows]}).to_csv(d / "metrics.csv", index=False)
+    df = read_metrics(run, 1000)
+    assert list(df["step"]) == [1, 2, 3, 4]
+    assert list(df["train_loss"]) == [5.0, 4.0, 3.5, 3.0]
+    assert not (run / "metrics.csv").exists()     # reading never writes
+
+
+def test_paths_may_be_globs_and_a_missing_path_is_named(runs_factory, tmp_path):
+    runs_factory("0_quant=bf16/seed=0")
+    runs_factory("1_quant=nvfp4/seed=0", quant="nvfp4")
+    assert len(collect([str(tmp_path / "sweep" / "*_quant=*")]).runs) == 2
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        collect([tmp_path / "nowhere"])
+
+
+def test_find_sweeps_returns_each_sweep_under_a_parent(tmp_path):
+    for stamp in ("2026-01-01", "2026-01-02"):
+        (tmp_path / stamp).mkdir()
+        (tmp_path / stamp / "multirun.yaml").write_text("{}")
+    assert [p.name for p in find_sweeps(tmp_path)] == ["2026-01-01", "2026-01-02"]
+    assert find_sweeps(tmp_path / "2026-01-01") == [tmp_path / "2026-01-01"]
+
+
+# ------------------------------------------------------------------------------ report
+
+def three_seed_sweep(runs_factory, name="synthetic", nvfp4=(3.03, 3.04, 3.05),
+                     mxfp4=(3.00, 3.10, 2.95)):
+    """bf16 final val loss 3.0 on every seed; nvfp4 consistently worse; mxfp4 noisy. Train
+    losses are the val losses + 0.1 (the paper's E03 numbers are train-loss gaps)."""
+    for seed in range(3):
+        for job, quant, final, n in ((f"0_quant=bf16/seed={seed}", "bf16", 3.0, 4),
+                                     (f"1_quant=nvfp4/seed={seed}", "nvfp4", nvfp4[seed], 4),
+                                     # mxfp4 logs twice as often: a different step grid
+                                     (f"2_quant=mxfp4/seed={seed}", "mxfp4", mxfp4[seed], 8)):
+            curve = val(final, n)
+            runs_factory(job, quant=quant, seed=seed, name=name,
+                         steps=[40 // n * (i + 1) for i in range(n)], val_loss=curve,
+                         train_loss=[v + 0.1 for v in curve])
+
+
+@pytest.fixture
+def sweep(runs_factory, tmp_path):
+    three_seed_sweep(runs_factory)
+    return tmp_path / "sweep"
+
+
+def test_report_table_is_paired_and_says_what_is_resolved(sweep):
+    path = write_report([sweep])
+    table = pd.read_csv(sweep / "tables" / "final_loss.csv").set_index("label")
+    assert table.loc["nvfp4", "mean"] == pytest.approx(3.04)
+    # paired gaps (3.0 - x) / 3.0 * 100 = -1, -4/3, -5/3: mean -4/3, worse on every seed
+    assert table.loc["nvfp4", "gap_pct"] == pytest.approx(-4 / 3)
+    assert table.loc["nvfp4", "verdict"] == "worse"
+    assert table.loc["mxfp4", "verdict"] == "not resolved"   # gaps 0, -3.33, +1.67
+    assert table.loc["bf16", "verdict"] == "baseline"
+    text = path.read_text()
+    assert "| `nvfp4` | 3 | 3.0400 |" in text and "worse" in text and "not resolved" in text
+    for fig in ("loss", "loss_gap"):
+        assert (sweep / "figures" / f"{fig}.png").read_bytes()[:8] == PNG
+        assert (sweep / "figures" / f"{fig}.pdf").read_bytes()[:5] == b"%PDF-"
+        assert f"figures/{fig}.png" in text
+    assert not (sweep / "figures" / "paper_vs_ours.png").exists()   # no paper file: no panel
+
+
+def test_gap_curves_table_follows_the_baseline_grid(sweep):
+    write_report([sweep])
+    gaps = pd.read_csv(sweep / "tables" / "loss_gap.csv")
+    nv = gaps[gaps["label"] == "nvfp4"].sort_values("tokens")
+    # every run has >= 4 validation points, so the gap is in val_loss; at the last point it
+    # is the final gap
+    assert nv["n"].max() == 3
+    assert nv["mean"].iloc[-1] == pytest.approx(-4 / 3)
+    mx = gaps[gaps["label"] == "mxfp4"]
+    assert set(mx["tokens"]) <= {10_000, 20_000, 30_000, 40_000}   # the baseline's grid
+
+
+def test_skipped_runs_appear_in_the_report(sweep, runs_factory):
+    runs_factory("3_quant=fp8/seed=0", quant="fp8", status="diverged",
+                 error="non-finite loss at step 7 in blocks.1.mlp.fc1")
+    text = write_report([sweep]).read_text()
+    assert "## Skipped runs" in text and "step 7 in blocks.1.mlp.fc1" in text
+
+
+def test_paper_panel_and_ordering_for_an_ablation_with_paper_numbers(runs_factory, tmp_path):
+    # the quickstart's paper numbers (E03): bf16 < nvfp4 < mxfp4; ours agree
+    three_seed_sweep(runs_factory, name="quickstart", mxfp4=(3.06, 3.07, 3.08))
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert (tmp_path / "sweep" / "figures" / "paper_vs_ours.png").read_bytes()[:8] == PNG
+    assert "## The paper beside this run" in text and "Fig. 6a" in text
+    assert "bf16 < nvfp4 < mxfp4; it agrees with the paper" in text, text
+
+
+def test_paper_ordering_disagreement_is_reported(runs_factory, tmp_path):
+    three_seed_sweep(runs_factory, name="quickstart", mxfp4=(3.01, 3.01, 3.01))
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert "bf16 < mxfp4 < nvfp4; it does not agree with the paper" in text
+
+
+def test_layer_error_figure_when_runs_logged_statistics(runs_factory, tmp_path):
+    for q in ("nvfp4", "mxfp4"):
+        run = runs_factory(f"{q}", quant=q, val_loss=val(3.0))
+        m = pd.read_csv(run / "metrics.csv")
+        for block in range(3):
+            m[f"blocks.{block}.mlp.fc1/wgrad/rel_err"] = [0.1 * (block + 1)] * 4
+            m[f"blocks.{block}.mlp.fc1/fprop.x/rel_err"] = [0.05] * 4
+        m.to_csv(run / "metrics.csv", index=False)
+    c = collect([tmp_path / "sweep"])
+    w = c.layers[c.layers["metric"] == "wgrad/rel_err"]
+    assert sorted(w["block"].unique()) == [0, 1, 2]
+    assert w.groupby("block")["value"].mean().tolist() == pytest.approx([0.1, 0.2, 0.3])
+    write_report([tmp_path / "sweep"])
+    assert (tmp_path / "sweep" / "figures" / "layer_error.png").read_bytes()[:8] == PNG
+
+
+def test_token_efficiency_from_budgets(runs_factory, tmp_path):
+    # reference nvfp4 at 40 steps reaches 3.0; mxfp4 at 40/50/60 steps: 3.1, 3.02, 2.98
+    runs_factory("nv", quant="nvfp4", arm="nvfp4_1x", val_loss=val(3.0))
+    for arm, n, final in (("mxfp4_1x", 4, 3.1), ("mxfp4_1.25x", 5, 3.02),
+                          ("mxfp4_1.5x", 6, 2.98)):
+        steps = [10 * (i + 1) for i in range(n)]
+        runs_factory(arm, quant="mxfp4", arm=arm, steps=steps, val_loss=val(final, n),
+                     train_loss=[4.0] * n)
+    write_report([tmp_path / "sweep"], baseline="nvfp4_1x")
+    eff = pd.read_csv(tmp_path / "sweep" / "tables" / "token_efficiency.csv")
+    row = eff[eff["recipe"] == "mxfp4"].iloc[0]
+    # 3.02 -> 2.98 crosses 3.0 halfway between 1.25x and 1.5x
+    assert row["multiplier_mean"] == pytest.approx(1.375)
+    assert (tmp_path / "sweep" / "figures" / "token_efficiency.png").exists()
+
+
+# ------------------------------------------------------------------------------ CLI
+
+def test_plot_and_compare_subcommands(sweep, tmp_path, capsys):
+    assert main(["plot", str(sweep)]) == 0
+    assert (sweep / "report.md").exists()
+    out = tmp_path / "cmp"
+    assert main(["compare", str(sweep / "0_quant=bf16"), str(sweep / "1_quant=nvfp4"),
+                 "--out", str(out)]) == 0
+    table = pd.read_csv(out / "tables" / "final_loss.csv")
+    assert list(table["label"]) == ["bf16", "nvfp4"]
+
+
+def test_cli_errors_name_the_problem(sweep, tmp_path, capsys):
+    assert main(["plot", str(sweep), "--baseline", "fp16"]) == 2
+    err = capsys.readouterr().err
+    assert "fp16" in err and "bf16, nvfp4, mxfp4" in err
+    assert main(["compare", str(tmp_path / "missing")]) == 2
+    assert "missing" in capsys.readouterr().err
+
+
+def test_a_sweep_of_only_failed_runs_is_an_error_listing_them(runs_factory, tmp_path):
+    runs_factory("a", status="failed", error="OSError: disk full")
+    with pytest.raises(ValueError, match="disk full"):
+        write_report([tmp_path / "sweep"])
+
+
+def test_summary_numbers_survive_json_roundtrip(sweep):
+    """The runs table carries summary.json's numbers unchanged (no re-derivation)."""
+    c = collect([sweep])
+    for row in c.runs.itertuples():
+        s = json.loads((sweep / row.run / "summary.json").read_text())
+        assert row.final_val_loss == s["final_val_loss"]
+        assert row.tokens == s["tokens"] and row.seed == s["seed"]
+
+
+ABLATIONS = sorted(p.stem for p in (conf_dir() / "ablation").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("ablation", ABLATIONS)
+def test_each_ablation_names_the_figures_its_report_will_contain(ablation):
+    text = (conf_dir() / "ablation" / f"{ablation}.yaml").read_text()
+    line = re.search(r"^# Report figures: (.+)$", text, re.M)
+    assert line, f"{ablation}.yaml has no '# Report figures:' header line"
+    cfg = yaml.safe_load(text)
+    expected = {"loss.png", "loss_gap.png"}
+    if load_paper(ablation) is not None:
+        expected.add("paper_vs_ours.png")
+    if any("tokens_multiplier" in (arm.get("train") or {}) for arm in cfg.get("arms", {}).values()):
+        expected.add("token_efficiency.png")
+    if (cfg.get("train") or {}).get("stats_every"):
+        expected.add("layer_error.png")
+    assert {f.strip() for f in line[1].split(",")} == expected
