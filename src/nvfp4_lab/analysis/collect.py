@@ -109,14 +109,16 @@ def read_metrics(run: Path, tokens_per_step: int | None = None) -> pd.DataFrame:
             df = pd.read_csv(path)
         except (pd.errors.EmptyDataError, pd.errors.ParserError):
             continue  # an attempt killed before its first flush
-        frames.append(df.assign(attempt=i))
+        frames.append(df.copy().assign(attempt=i))  # copy: read_csv leaves wide frames
+        # (hundreds of layer-statistic columns) fragmented, and every insert would warn
     if not frames:
         return pd.DataFrame(columns=CURVE_COLUMNS)
     df = pd.concat(frames, ignore_index=True).drop(columns=["step", "epoch"], errors="ignore")
-    df = df.dropna(subset=["tokens"])
+    df = df.dropna(subset=["tokens"]).copy()
     per_step = tokens_per_step or int(df["tokens"].min())
     df["step"] = (df["tokens"] / per_step).round().astype(int)
     df = df.sort_values("attempt").groupby("step").last().reset_index().drop(columns="attempt")
+    df = df.copy()
     df["tokens"] = df["step"] * per_step
     rest = sorted(c for c in df.columns if c not in CURVE_COLUMNS)
     return df.reindex(columns=CURVE_COLUMNS + rest)
