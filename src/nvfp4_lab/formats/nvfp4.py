@@ -108,8 +108,13 @@ def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: s
 
 
 def global_decode_scale(amax: torch.Tensor) -> torch.Tensor:
-    """fp32(A / 2688): the tensor-level factor of every decoded value."""
-    return amax / _RANGE
+    """fp32(A / 2688): the tensor-level factor of every decoded value.
+
+    Divided tensor by tensor: CUDA computes ``tensor / python_number`` as a multiplication by
+    the scalar's reciprocal (a different result for ~1/5 of amaxes), the CPU divides; a
+    tensor divisor is a correctly rounded division on both.
+    """
+    return amax / torch.full_like(amax, _RANGE)
 
 
 def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor) -> torch.Tensor:

@@ -79,7 +79,7 @@ def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
     return q.float(), scales, None
 
 
-def _runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream | None,
+def runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream | None,
                     signs: torch.Tensor | None):
     """Tensors that vary per call: the SR key and the RHT sign vector."""
     stream = stream or Stream()
@@ -106,7 +106,7 @@ def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,
     spec's sign policy. Other keywords are QuantSpec fields.
     """
     spec = make_spec(fmt, **spec_fields)
-    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    key, signs = runtime_inputs(x, spec, seed, stream, signs)
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     if spec.fmt == "bf16":
         return QTensor(spec, values.to(torch.bfloat16), None, None, x.shape, signs)
@@ -155,7 +155,7 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
     """
     _check_backend(backend)
     spec = make_spec(spec, **spec_fields)
-    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    key, signs = runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
         return _fake_quantize_fp32(x, key, signs, spec).to(x.dtype)
     # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
@@ -174,7 +174,7 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     """
     _check_backend(backend)
     spec = make_spec(spec, **spec_fields)
-    key, signs = _runtime_inputs(x, spec, seed, stream, signs)
+    key, signs = runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
         return _fake_quantize_parts(x, key, signs, spec)
     return _compiled(spec, parts=True)(x, key, signs)

@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The GPU check: kernel tests, kernel bandwidth and training-step timings, in under 5 minutes.
+#
+#     bash benchmarks/gpu_check.sh          # on a CUDA machine, from anywhere in the repository
+#
+# Needs python3 with torch and triton (lightning, hydra and omegaconf are not used); nothing is
+# installed: src/ and kernels/ go on PYTHONPATH. Stages, each with a time limit so that the
+# whole check ends within 5 minutes on an H100/H200 even on a fresh machine (the first call of
+# every Triton kernel and every torch.compile graph compiles):
+#
+#     kernel tests       pytest tests/kernels: on CUDA the kernels run compiled, against the
+#                        CPU reference, plus the realistic-shape tests that skip on a CPU
+#     kernel bandwidth   benchmarks/bench_kernels.py: bf16 8192 x 8192, every quantizer, as a
+#                        percentage of a device-to-device copy measured in the same run
+#     training step      benchmarks/bench_step.py: small and base, bf16 / fp8 / mxfp4 / nvfp4,
+#                        triton then compiled, as a ratio to the BF16 step; rows that do not
+#                        start within its budget print "skipped" (compiled rows compile tens of
+#                        graphs: run bench_step.py --backends compiled alone for all of them)
+#
+# A failing stage is reported and the next one still runs; the exit status is non-zero if any
+# failed. The output also goes to $OUT/gpu_check.txt when OUT is set.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH="src:kernels${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+LOG=/dev/null
+if [[ -n "${OUT:-}" ]]; then LOG="$OUT/gpu_check.txt"; fi
+
+failed=()
+
+# stage NAME LIMIT_S COMMAND...: run COMMAND with a time limit; on failure note it and go on
+stage() {
+  local name=$1 limit=$2 t0=$SECONDS rc=0
+  shift 2
+  echo
+  echo "=== $name: start $(date -u +%H:%M:%S), limit ${limit} s"
+  timeout "$limit" "$@" || rc=$?
+  if ((rc == 0)); then
+    echo "=== $name: ok, $((SECONDS - t0)) s"
+    return
+  fi
+  local why="exit $rc"
+  if ((rc == 124)); then why="killed at the time limit"; fi
+  echo "=== $name: FAILED ($why), $((SECONDS - t0)) s"
+  failed+=("$name")
+}
+
+main() {
+  echo "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+  nvidia-smi || echo "(nvidia-smi failed)"
+  "$PY" -c 'import platform, torch, triton; print(f"python {platform.python_version()}, torch '\
+'{torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, device "'\
+'f"{torch.cuda.get_device_name() if torch.cuda.is_available() else None}")'
+  stage "kernel tests" 120 "$PY" -m pytest -q -p no:cacheprovider --durations=5 tests/kernels
+  stage "kernel bandwidth" 75 "$PY" benchmarks/bench_kernels.py
+  stage "training step" 95 "$PY" benchmarks/bench_step.py --models small,base --warmup 2 \
+    --reps 5 --budget-s 80
+  echo
+  if ((${#failed[@]})); then
+    echo "# gpu_check FAILED: ${failed[*]} ($SECONDS s)"
+    return 1
+  fi
+  echo "# gpu_check passed ($SECONDS s)"
+}
+
+main 2>&1 | tee "$LOG"
