@@ -1,10 +1,11 @@
-"""Triton device helpers for ``fp4.py``: tiles, scales, E2M1 rounding, random bits.
+"""Triton device helpers: tiles, scales, E2M1 rounding and codes, fp8 bytes, random bits.
 
-Each helper is the transcription of one function of ``nvfp4_lab.formats`` with the same fp32
-operations in the same order (the reference is named in each docstring), or an integer form
-of it that gives the same bits. Conventions for tiles: a program holds a
-``[G, BR, NT, BC]`` tile of x viewed as ``[P, R, C]``; a block is the ``BR x BC`` slice
-``[g, :, t, :]``, so block quantities are ``[G, 1, NT, 1]`` and broadcast onto the tile.
+Used by ``fp4.py`` (all of them) and ``fp8.py`` (``fp8_bits``). Each helper is the
+transcription of one function of ``nvfp4_lab.formats`` with the same fp32 operations in the
+same order (the reference is named in each docstring), or an integer form of it that gives the
+same bits. Conventions for tiles: a program holds a ``[G, BR, NT, BC]`` tile of x viewed as
+``[P, R, C]``; a block is the ``BR x BC`` slice ``[g, :, t, :]``, so block quantities are
+``[G, 1, NT, 1]`` and broadcast onto the tile.
 
 Products that feed an addition (where a fused multiply-add would skip a rounding) are all
 exact: multiplications by powers of two of values that neither overflow nor underflow, or of
@@ -23,13 +24,13 @@ _TWO23 = tl.constexpr(8388608.0)  # 2^23: adding it rounds [0, 2^22] to an integ
 
 
 @triton.jit
-def tile_offsets(R, C, BR: tl.constexpr, BC: tl.constexpr, G: tl.constexpr,
-                 NT: tl.constexpr):
-    """This program's tile of x viewed as [P, R, C] (contiguous).
+def tile_coords(R, C, BR: tl.constexpr, BC: tl.constexpr, G: tl.constexpr,
+                NT: tl.constexpr):
+    """This program's tile of x viewed as [P, R, C]: its blocks and elements.
 
-    Programs enumerate (p, row tile, column tile), column tiles fastest. Returns
-    (offs: int64 [G, BR, NT, BC], the row-major index of each element in x, which is also
-    its SR counter; mask: [G, BR, NT, BC], False outside x).
+    Programs enumerate (p, row tile, column tile), column tiles fastest. Returns int64
+    (p: scalar; i: [G, 1, 1, 1] block rows, j: [1, 1, NT, 1] block columns; r: [G, BR, 1, 1]
+    and c: [1, 1, NT, BC], the element rows and columns); the last tiles reach past R and C.
     """
     pid = tl.program_id(0).to(tl.int64)
     n_ct = tl.cdiv(C, NT * BC)
@@ -37,12 +38,23 @@ def tile_offsets(R, C, BR: tl.constexpr, BC: tl.constexpr, G: tl.constexpr,
     ct = pid % n_ct
     rt = (pid // n_ct) % n_rt
     p = pid // (n_ct * n_rt)
-    r = (rt * G + tl.arange(0, G))[:, None] * BR + tl.arange(0, BR)[None, :]  # [G, BR]
-    c = (ct * NT + tl.arange(0, NT))[:, None] * BC + tl.arange(0, BC)[None, :]  # [NT, BC]
-    r4 = r[:, :, None, None]  # [G, BR, 1, 1]
-    c4 = c[None, None, :, :]  # [1, 1, NT, BC]
-    offs = p * R * C + r4 * C + c4
-    return offs, (r4 < R) & (c4 < C)
+    i = (rt * G + tl.arange(0, G))[:, None, None, None]
+    j = (ct * NT + tl.arange(0, NT))[None, None, :, None]
+    r = i * BR + tl.arange(0, BR)[None, :, None, None]
+    c = j * BC + tl.arange(0, BC)[None, None, None, :]
+    return p, i, j, r, c
+
+
+@triton.jit
+def tile_offsets(R, C, BR: tl.constexpr, BC: tl.constexpr, G: tl.constexpr,
+                 NT: tl.constexpr):
+    """This program's tile in x (contiguous, viewed as [P, R, C]).
+
+    Returns (offs: int64 [G, BR, NT, BC], the row-major index of each element in x, which is
+    also its SR counter; mask: [G, BR, NT, BC], False outside x).
+    """
+    p, _, _, r, c = tile_coords(R, C, BR, BC, G, NT)
+    return p * R * C + r * C + c, (r < R) & (c < C)
 
 
 @triton.jit
@@ -71,6 +83,21 @@ def e4m3_rne(s):
     normal = (((u + 0x7FFFF + ((u >> 20) & 1)) >> 20) << 20).to(tl.float32, bitcast=True)
     sub = ((s * 512.0 + _TWO23) - _TWO23) * 0.001953125
     return tl.where(s < _E4M3_MIN_NORMAL, sub, normal)
+
+
+@triton.jit
+def fp8_bits(v, MBITS: tl.constexpr, EMIN: tl.constexpr):
+    """fp32 v >= 0 on the grid of an FP8 format (MBITS mantissa bits, smallest normal 2^EMIN,
+    bias 1 - EMIN: E4M3 3, -6; E5M2 2, -14) -> its unsigned byte as int32 (what torch's cast
+    to ``float8_e4m3fn`` / ``float8_e5m2`` stores for v).
+
+    Normal: rebias the exponent field and keep the top MBITS mantissa bits (exact, v is on
+    the grid). Subnormal: the byte is v in units of 2^(EMIN - MBITS); the scaling is exact.
+    """
+    u = v.to(tl.int32, bitcast=True)
+    normal = (u >> (23 - MBITS)) - ((126 + EMIN) << MBITS)  # fp32 bias 127 -> 1 - EMIN
+    sub = (v * (1 << (MBITS - EMIN))).to(tl.int32)
+    return tl.where(u < ((127 + EMIN) << 23), sub, normal)
 
 
 @triton.jit
@@ -151,6 +178,14 @@ def e2m1_sr(a, bits, EXACT: tl.constexpr):
     else:
         up = tl.floor(f * 256.0) + (bits >> 24).to(tl.float32) >= 256.0
     return tl.where(up, lo + step, lo)
+
+
+@triton.jit
+def e2m1_code(mag):
+    """E2M1 magnitudes (fp32, on the grid) -> codes 0..7, int32 (``e2m1.to_codes``): 2 m
+    below 2, m + 2 in [2, 4), m / 2 + 4 from 4 on; every step is exact."""
+    idx = tl.where(mag < 2.0, mag * 2.0, tl.where(mag < 4.0, mag + 2.0, mag * 0.5 + 4.0))
+    return idx.to(tl.int32)
 
 
 @triton.jit

@@ -1,7 +1,9 @@
-"""Fused FP8 (E4M3 / E5M2) current-scaling fake quantization: the ``fp8`` recipe's operands.
+"""Fused FP8 (E4M3 / E5M2) current-scaling quantization: the ``fp8`` recipe's operands.
 
 ``fp8_operand(x, spec)`` returns ``formats.fake_quantize_parts(x, spec)[0]`` bit for bit: the
-fp32 ``local`` = fp32(q) * scale_inv of every element, in x's shape. Per block (``formats/fp8.py``,
+fp32 ``local`` = fp32(q) * scale_inv of every element, in x's shape. ``fp8_storage(x, spec)``
+returns the same quantization in storage form, ``formats.quantize``'s data (the fp8 bytes of
+q) and scales (fp32 scale_inv) in the storage layout of ``_storage``. Per block (``formats/fp8.py``,
 TE's ``scale_from_amax_tensor``, `implementations.md` §1.8):
 
     amax      = max |x| over the block            (zero padding never changes it)
@@ -10,8 +12,9 @@ TE's ``scale_from_amax_tensor``, `implementations.md` §1.8):
     q         = RNE(min(|x| * scale, fp8_max)) with x's sign
     local     = q * tl.div_rn(1, scale)           torch's ``1.0 / scale`` is correctly rounded
 
-The reference's scale 1 for a zero block is not computed: any finite scale decodes the block
-to +-0. A block holding NaN or Inf decodes to NaN (the reference gives it a NaN scale).
+The reference's scale 1 for a zero block is not used to quantize: any finite scale gives the
+block's +-0 bytes; it is stored as the block's scale_inv. A block holding NaN or Inf decodes
+to NaN, and is stored as NaN bytes (0x7F) with a NaN scale_inv (the reference's NaN scale).
 
 Layouts, over a 3-D view ``[P, R, C]`` of the contiguous input, one launch each:
 
@@ -55,9 +58,13 @@ import triton.language as tl
 
 from nvfp4_lab.formats import QuantSpec, fake_quantize_parts
 
+from ._bits import fp8_bits
+from ._storage import canonical_index, storage_shapes
+
 FP8_FORMATS = ("fp8_e4m3", "fp8_e5m2")
 # fmt -> (fp8_max, mantissa bits, exponent of the smallest normal)
 FORMAT = {"fp8_e4m3": (448.0, 3, -6), "fp8_e5m2": (57344.0, 2, -14)}
+FP8_DTYPES = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
 KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 TILE = 8192  # elements per program, about (a 128x128 tile is one program: 16384)
 
@@ -88,7 +95,7 @@ def _encode_scale(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
 
     A zero or non-finite block divides by 1 instead: the reference's scale 1 for a zero block
     is not needed, since its elements decode to +-0 under any finite scale, and a non-finite
-    block decodes to NaN whatever its scale (``_decode``).
+    block decodes to NaN whatever its scale (``_quantize``).
     """
     ordinary = (amax > 0) & (amax <= _FLT_MAX)
     scale = tl.minimum(tl.div_rn(FP8_MAX, tl.where(ordinary, amax, 1.0)), _FLT_MAX)
@@ -98,47 +105,87 @@ def _encode_scale(amax, FP8_MAX: tl.constexpr, POW2: tl.constexpr):
 
 
 @triton.jit
-def _decode(x, scale, amax, FP8_MAX: tl.constexpr, MBITS: tl.constexpr,
-            MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr):
-    """x (fp32) and its block's encode scale and amax -> fp32(fp8 RNE(x * scale)) / scale."""
+def _quantize(x, scale, amax, CODES: tl.constexpr, FP8_MAX: tl.constexpr,
+              MBITS: tl.constexpr, MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr,
+              EMIN: tl.constexpr):
+    """x (fp32) and its block's encode scale and amax -> (out, scale_inv), q = fp8 RNE(x * scale):
+
+    out        CODES=False: fp32(q) / scale (local), NaN in a non-finite block;
+               CODES=True: q's byte (uint8, what torch's fp8 cast stores), 0x7F (NaN) in a
+               non-finite block;
+    scale_inv  the block's stored fp32 decode scale (CODES): 1 / scale, but the reference's 1
+               for a zero block (which ``_encode_scale`` skips) and NaN for a non-finite one.
+
+    (One function holds every NaN constant: Triton refuses a kernel whose inner functions
+    share a global that is not equal to itself.)
+    """
     a = tl.minimum(tl.abs(x) * scale, FP8_MAX)
     bits = a.to(tl.int32, bitcast=True)
     drop: tl.constexpr = 23 - MBITS
     bits = ((bits + ((1 << (drop - 1)) - 1) + ((bits >> drop) & 1)) >> drop) << drop
     normal = bits.to(tl.float32, bitcast=True)
     subnormal = (a + SUB_ROUNDER) - SUB_ROUNDER
-    v = tl.where(a >= MIN_NORMAL, normal, subnormal) * tl.div_rn(1.0, scale)
-    # x's sign bit onto v (Triton's -v is 0 - v, which turns -0.0 into +0.0)
-    sign = (x.to(tl.int32, bitcast=True) >> 31) << 31
-    v = (v.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
-    return tl.where(amax <= _FLT_MAX, v, _NAN)
+    mag = tl.where(a >= MIN_NORMAL, normal, subnormal)
+    # x's sign goes on the bits (Triton's -v is 0 - v, which turns -0.0 into +0.0)
+    neg = (x.to(tl.int32, bitcast=True) < 0).to(tl.int32)
+    finite = amax <= _FLT_MAX
+    inv = tl.div_rn(1.0, scale)
+    if CODES:
+        out = tl.where(finite, fp8_bits(mag, MBITS, EMIN) | (neg << 7), 0x7F).to(tl.uint8)
+    else:
+        v = (mag * inv).to(tl.int32, bitcast=True) | (neg << 31)
+        out = tl.where(finite, v.to(tl.float32, bitcast=True), _NAN)
+    return out, tl.where(amax == 0, 1.0, tl.where(finite, inv, _NAN))
 
 
 @triton.jit
-def _blocks_kernel(x_ptr, out_ptr, R, C, n_r, n_c,
+def _blocks_kernel(x_ptr, out_ptr, scale_ptr, R, C, n_r, n_c,
                    BR: tl.constexpr, NB: tl.constexpr, TC: tl.constexpr,
-                   ROW_BLOCKS: tl.constexpr, FP8_MAX: tl.constexpr, POW2: tl.constexpr,
-                   MBITS: tl.constexpr, MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr):
+                   ROW_BLOCKS: tl.constexpr, CODES: tl.constexpr, TRANS: tl.constexpr,
+                   FP8_MAX: tl.constexpr, POW2: tl.constexpr, MBITS: tl.constexpr,
+                   MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr, EMIN: tl.constexpr):
     """x viewed as [P, R, C]; one program quantizes a [BR, NB * TC] tile of one batch p.
 
-    A block is TC consecutive columns, of one row (ROW_BLOCKS) or of all BR rows.
+    A block is TC consecutive columns, of one row (ROW_BLOCKS) or of all BR rows. CODES=False:
+    out_ptr (fp32, x's shape) <- local. CODES=True: out_ptr (uint8) <- fp8 bytes and
+    scale_ptr (fp32) <- decode scales, both in the storage layout (``_storage``), the
+    transposed one (TRANS) for 1D blocks along R.
     """
     pid = tl.program_id(0)
     pc = pid % n_c
     pr = (pid // n_c) % n_r
-    pp = pid // (n_c * n_r)
+    pp = (pid // (n_c * n_r)).to(tl.int64)
     rows = pr * BR + tl.arange(0, BR)[:, None, None]
     cols = (pc * (NB * TC) + tl.arange(0, NB)[None, :, None] * TC
             + tl.arange(0, TC)[None, None, :])
-    offs = pp.to(tl.int64) * R * C + rows.to(tl.int64) * C + cols
+    offs = pp * R * C + rows.to(tl.int64) * C + cols
     mask = (rows < R) & (cols < C)
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = tl.max(_magnitude(x), axis=2, keep_dims=True)  # [BR, NB, 1]
     if not ROW_BLOCKS:
         amax = tl.max(amax, axis=0, keep_dims=True)  # [1, NB, 1]
     scale = _encode_scale(amax, FP8_MAX, POW2)
-    out = _decode(x, scale, amax, FP8_MAX, MBITS, MIN_NORMAL, SUB_ROUNDER)
-    tl.store(out_ptr + offs, out, mask=mask)
+    out, scale_inv = _quantize(x, scale, amax, CODES, FP8_MAX, MBITS, MIN_NORMAL,
+                               SUB_ROUNDER, EMIN)
+    if CODES:
+        # block (i, j) of n_i x n_j, R_pad = n_i * its height; padded elements are stored too
+        n_j = tl.cdiv(C, TC)
+        j = pc * NB + tl.arange(0, NB)[None, :, None]  # [1, NB, 1]
+        if ROW_BLOCKS:
+            i = rows  # [BR, 1, 1]
+            n_i = R
+            r_pad = R
+        else:
+            i = pr
+            n_i = n_r
+            r_pad = n_r * BR
+        inside = (i < n_i) & (j < n_j)
+        elems = canonical_index(pp, rows, cols, r_pad, n_j * TC, TRANS)
+        tl.store(out_ptr + elems, out, mask=inside)
+        blocks = canonical_index(pp, i, j, n_i, n_j, TRANS)
+        tl.store(scale_ptr + blocks, scale_inv, mask=inside)
+    else:
+        tl.store(out_ptr + offs, out, mask=mask)
 
 
 @triton.jit
@@ -151,28 +198,34 @@ def _amax_kernel(x_ptr, amax_ptr, N, BLOCK: tl.constexpr):
 
 
 @triton.jit
-def _tensor_kernel(x_ptr, amax_ptr, out_ptr, N, BLOCK: tl.constexpr,
-                   FP8_MAX: tl.constexpr, POW2: tl.constexpr, MBITS: tl.constexpr,
-                   MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr):
-    """Pass 2 of per-tensor scaling: quantize with the tensor amax from pass 1."""
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+def _tensor_kernel(x_ptr, amax_ptr, out_ptr, scale_ptr, N, BLOCK: tl.constexpr,
+                   CODES: tl.constexpr, FP8_MAX: tl.constexpr, POW2: tl.constexpr,
+                   MBITS: tl.constexpr, MIN_NORMAL: tl.constexpr, SUB_ROUNDER: tl.constexpr,
+                   EMIN: tl.constexpr):
+    """Pass 2 of per-tensor scaling: quantize with the tensor amax from pass 1. The storage
+    layout is x's own; CODES: program 0 also stores the decode scale (scale_ptr: fp32 [1])."""
+    pid = tl.program_id(0)
+    offs = pid.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < N
     x = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32)
     amax = tl.load(amax_ptr).to(tl.float32, bitcast=True)
     scale = _encode_scale(amax, FP8_MAX, POW2)
-    tl.store(out_ptr + offs, _decode(x, scale, amax, FP8_MAX, MBITS, MIN_NORMAL, SUB_ROUNDER),
-             mask=mask)
+    out, scale_inv = _quantize(x, scale, amax, CODES, FP8_MAX, MBITS, MIN_NORMAL,
+                               SUB_ROUNDER, EMIN)
+    tl.store(out_ptr + offs, out, mask=mask)
+    if CODES:
+        tl.store(scale_ptr, scale_inv, mask=pid == 0)
 
 
 # ------------------------------------------------------------------------------ host
 
 
 def _format_args(spec: QuantSpec) -> dict:
-    """The constexprs of a format: fp8_max, mantissa bits, smallest normal, and the constant
-    whose fp32 ulp is the fp8 subnormal step."""
+    """The constexprs of a format: fp8_max, mantissa bits, smallest normal (and its exponent),
+    and the constant whose fp32 ulp is the fp8 subnormal step."""
     fp8_max, mbits, emin = FORMAT[spec.fmt]
     return dict(FP8_MAX=fp8_max, POW2=bool(spec.pow2_scales), MBITS=mbits,
-                MIN_NORMAL=2.0 ** emin, SUB_ROUNDER=2.0 ** (emin - mbits + 23))
+                MIN_NORMAL=2.0 ** emin, SUB_ROUNDER=2.0 ** (emin - mbits + 23), EMIN=emin)
 
 
 def _pow2(n: int) -> int:
@@ -200,25 +253,41 @@ def _tile(view: tuple[int, int, int], tr: int, tc: int, row_blocks: bool) -> tup
     return tr, max(1, min(_pow2(-(-c // tc)), TILE // (tr * tc)))
 
 
-def _launch_blocks(x: torch.Tensor, out: torch.Tensor, spec: QuantSpec) -> None:
+def _launch_blocks(x: torch.Tensor, out: torch.Tensor, scales: torch.Tensor | None,
+                   spec: QuantSpec) -> None:
     view, tr, tc, row_blocks = _view(x, spec)
     br, nb = _tile(view, tr, tc, row_blocks)
     p, r, c = view
     n_r, n_c = triton.cdiv(r, br), triton.cdiv(c, nb * tc)
     _blocks_kernel[(p * n_r * n_c,)](
-        x, out, r, c, n_r, n_c, BR=br, NB=nb, TC=tc, ROW_BLOCKS=row_blocks,
+        x, out, scales, r, c, n_r, n_c, BR=br, NB=nb, TC=tc, ROW_BLOCKS=row_blocks,
+        CODES=scales is not None, TRANS=spec.layout.kind == "1d" and not row_blocks,
         num_warps=8 if br * nb * tc >= 8192 else 4, enable_fp_fusion=False,
         **_format_args(spec))
 
 
-def _launch_tensor(x: torch.Tensor, out: torch.Tensor, spec: QuantSpec) -> None:
+def _launch_tensor(x: torch.Tensor, out: torch.Tensor, scales: torch.Tensor | None,
+                   spec: QuantSpec) -> None:
     n = x.numel()
     block = min(TILE, _pow2(n))
     grid = (triton.cdiv(n, block),)
     amax = torch.zeros(1, dtype=torch.int32, device=x.device)
     _amax_kernel[grid](x, amax, n, BLOCK=block, num_warps=8)
-    _tensor_kernel[grid](x, amax, out, n, BLOCK=block, num_warps=8, enable_fp_fusion=False,
-                         **_format_args(spec))
+    _tensor_kernel[grid](x, amax, out, scales, n, BLOCK=block, CODES=scales is not None,
+                         num_warps=8, enable_fp_fusion=False, **_format_args(spec))
+
+
+def _covers(x: torch.Tensor, spec: QuantSpec) -> bool:
+    """Whether the kernels take x: non-empty, fp32/bf16/fp16, of a shape the layout blocks
+    (0-d tensors have no axis, 2D tiles need 2 dims)."""
+    min_dims = {"tensor": 0, "1d": 1, "2d": 2}[spec.layout.kind]
+    return x.dim() >= min_dims and x.numel() > 0 and x.dtype in KERNEL_DTYPES
+
+
+def _run(x: torch.Tensor, spec: QuantSpec, out: torch.Tensor,
+         scales: torch.Tensor | None) -> None:
+    launch = _launch_tensor if spec.layout.kind == "tensor" else _launch_blocks
+    launch(x.contiguous(), out, scales, spec)
 
 
 def fp8_operand(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
@@ -227,14 +296,21 @@ def fp8_operand(x: torch.Tensor, spec: QuantSpec) -> torch.Tensor:
     Shapes the layout cannot block (0-d, 1-d for 2D tiles), empty tensors and other dtypes go
     to the reference, which raises or answers as it always does.
     """
-    layout = spec.layout
-    min_dims = {"tensor": 0, "1d": 1, "2d": 2}[layout.kind]
-    if x.dim() < min_dims or x.numel() == 0 or x.dtype not in KERNEL_DTYPES:
+    if not _covers(x, spec):
         return fake_quantize_parts(x, spec)[0]
-    x = x.contiguous()
     out = torch.empty(x.shape, dtype=torch.float32, device=x.device)
-    if layout.kind == "tensor":
-        _launch_tensor(x, out, spec)
-    else:
-        _launch_blocks(x, out, spec)
+    _run(x, spec, out, None)
     return out
+
+
+def fp8_storage(x: torch.Tensor, spec: QuantSpec) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """x [any shape] fp32/bf16/fp16 -> (data, scales), ``formats.quantize(x, spec)``'s fields
+    byte for byte: data float8_e4m3fn / float8_e5m2 and scales fp32 (scale_inv) in the
+    storage layout. None for the inputs ``fp8_operand`` hands to the reference."""
+    if not _covers(x, spec):
+        return None
+    elems, blocks = storage_shapes(x.shape, spec.layout)
+    data = torch.empty(elems, dtype=torch.uint8, device=x.device)
+    scales = torch.empty(blocks, dtype=torch.float32, device=x.device)
+    _run(x, spec, data, scales)
+    return data.view(FP8_DTYPES[spec.fmt]), scales

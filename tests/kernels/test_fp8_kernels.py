@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from _cases import FP8_SHAPE, random_tensor, special_tensor, ties_tensor
 
 from nvfp4_kernels import fp8 as kernels
 from nvfp4_lab.formats import QuantSpec, fake_quantize_parts
@@ -30,70 +31,15 @@ pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarn
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 FMTS = ("fp8_e4m3", "fp8_e5m2")
-FP8_DTYPE = {"fp8_e4m3": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
-SHAPE = (130, 140)
 # layout name -> (QuantSpec fields, the block's (rows, cols) on a 2-D tensor)
 LAYOUTS = {
     "1x32": (dict(block=(1, 32)), (1, 32)),
     "1x128": (dict(block=(1, 128)), (1, 128)),
     "128x128": (dict(block=(128, 128)), (128, 128)),
-    "tensor": (dict(block=None), SHAPE),
+    "tensor": (dict(block=None), FP8_SHAPE),
     "32x1": (dict(block=(32, 1)), (32, 1)),  # 1D along dim -2
     "axis0": (dict(block=(1, 32), axis=0), (32, 1)),  # the Wgrad operands' layout
 }
-
-
-def fp8_grid(fmt: str) -> torch.Tensor:
-    """The non-negative finite values of ``fmt``, ascending, fp32."""
-    v = torch.arange(128, dtype=torch.uint8).view(FP8_DTYPE[fmt]).float()
-    return v[torch.isfinite(v)]
-
-
-def tie_values(fmt: str) -> torch.Tensor:
-    """Grid values, midpoints (RNE ties) and their fp32 neighbours, +-0.0, both signs."""
-    g = fp8_grid(fmt)
-    mid = (g[:-1] + g[1:]) / 2  # exact in fp32
-    v = torch.cat([g, mid, torch.nextafter(mid, mid + 1), torch.nextafter(mid, mid - 1)])
-    return torch.cat([v, -v, torch.tensor([0.0, -0.0])])
-
-
-def block_ids(block: tuple[int, int], shape=SHAPE) -> torch.Tensor:
-    """int64 [shape]: the index of the block each element belongs to."""
-    i = torch.arange(shape[0])[:, None] // block[0]
-    j = torch.arange(shape[1])[None, :] // block[1]
-    return i * (shape[1] // block[1] + 1) + j
-
-
-def ties_tensor(fmt: str, block: tuple[int, int], seed: int = 0) -> torch.Tensor:
-    """Tie values in every block, the block's first element +-fp8_max, all times 2^k(block)."""
-    g = torch.Generator().manual_seed(seed)
-    v = tie_values(fmt)
-    x = v[torch.randint(len(v), SHAPE, generator=g)]
-    ids = block_ids(block)
-    i, j = torch.arange(SHAPE[0])[:, None], torch.arange(SHAPE[1])[None, :]
-    first = (i % block[0] == 0) & (j % block[1] == 0)
-    fp8_max = float(fp8_grid(fmt)[-1])
-    x = torch.where(first, fp8_max * torch.sign(torch.randn(SHAPE, generator=g)), x)
-    k = torch.randint(-130, 101, (int(ids.max()) + 1,), generator=g)
-    return x * torch.exp2(k[ids].float())
-
-
-def random_tensor(seed: int = 1) -> torch.Tensor:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(SHAPE, generator=g) * torch.exp(3 * torch.randn(SHAPE[0], 1, generator=g))
-
-
-def special_tensor(seed: int = 2) -> torch.Tensor:
-    """Zero, subnormal, huge and non-finite blocks in rows and columns of their own."""
-    x = random_tensor(seed)
-    x[0:40, 0:40] = 0.0
-    x[40:60, 0:40] = -0.0
-    x[60:70, :] = 1e-45 * torch.randint(-3, 4, (10, SHAPE[1]), generator=torch.Generator()
-                                        .manual_seed(seed)).float()
-    x[70:75, :] *= 1e-40
-    x[75:80, :] = x[75:80, :].clamp(-1, 1) * 3.0e38
-    x[100, 3], x[129, 139], x[3, 135] = float("nan"), float("inf"), float("-inf")
-    return x
 
 
 def assert_same(got: torch.Tensor, want: torch.Tensor) -> None:
