@@ -13,6 +13,9 @@ token axis of the Wgrad operands, axis 0, and the last axis). A stage is a resha
 the butterfly pair in a trailing dimension of 2, ``tl.split`` into (a, b), ``tl.join`` of
 (a + b, a - b), and the inverse reshape.
 
+Launched with ``enable_fp_fusion=False``: the sign flip (v * s) is exact, so an FMA could not
+change a result, but the rule holds for every kernel here.
+
 The result is rounded to the input dtype. For BF16 the rounding is written with bit
 operations (round-half-even on the fp32 bits): Triton's interpreter does not round an fp32
 to bf16 cast to nearest-even, and on the GPU the two are the same.
@@ -89,5 +92,5 @@ def rht_2d(x: torch.Tensor, signs: torch.Tensor, axis: int) -> torch.Tensor:
     _rht_kernel[grid](x, y, signs.to(device=x.device, dtype=torch.float32).contiguous(), n_o,
                       x.stride(axis), x.stride(1 - axis), _norm(d), D=d,
                       LOG_D=d.bit_length() - 1, BLOCK_O=block_o,
-                      BF16=x.dtype == torch.bfloat16)
+                      BF16=x.dtype == torch.bfloat16, enable_fp_fusion=False)
     return y

@@ -1,0 +1,97 @@
+"""Every kernel compiles for Ampere (sm_80) and Hopper (sm_90) without a GPU.
+
+Triton ships ptxas, so ``triton.compile`` can lower a kernel to a GPU binary on any machine.
+The CPU interpreter runs the kernels' Python, not their compilation: failures such as a
+constexpr branch returning another type, or a NaN constant shared by two inlined functions
+(NaN != NaN: "conflicting value"), only show here or on a GPU. The PTX is also checked for
+fused multiply-adds, which the kernels forbid (``enable_fp_fusion=False``) because an FMA skips
+the rounding of its product.
+
+The kernels are compiled in a subprocess: under TRITON_INTERPRET=1 (set for the CPU tests
+before triton's first import) ``triton.jit`` makes interpreter functions, which cannot be
+compiled.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("triton.backends.compiler")
+
+# Run in a fresh interpreter (no TRITON_INTERPRET); prints {case@arch: "" or the error}.
+COMPILE = r"""
+import json, sys
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from nvfp4_kernels import fp4, fp8, rht
+from nvfp4_lab.formats import QuantSpec
+
+FP4 = dict(x_ptr="*bf16", out_ptr="*fp32", scale_ptr="*u8", amax_ptr="*i32",
+           key_ptr="*i64", R="i32", C="i32")
+FP8 = dict(x_ptr="*bf16", out_ptr="*fp32", scale_ptr="*fp32", amax_ptr="*i32", R="i32",
+           C="i32", n_r="i32", n_c="i32", N="i32")
+RHT = dict(x_ptr="*bf16", y_ptr="*bf16", signs_ptr="*fp32", n_other="i32", stride_t="i32",
+           stride_o="i32", norm="fp32")
+
+
+def fp4_case(BR, BC, G, NT, nvfp4, sr, codes):
+    consts = dict(BR=BR, BC=BC, G=G, NT=NT, NVFP4=nvfp4, MX_MODE="ceil", SR=sr,
+                  SR_EXACT=False, CODES=codes)
+    for name, used in (("scale_ptr", codes), ("amax_ptr", nvfp4), ("key_ptr", sr)):
+        if not used:
+            consts[name] = None
+    return fp4._quantize_kernel, dict(FP4, out_ptr="*u8" if codes else "*fp32"), consts
+
+
+E4M3 = fp8._format_args(QuantSpec("fp8_e4m3"))
+CASES = {
+    "fp4 rows nvfp4 sr": fp4_case(1, 16, 16, 4, True, True, False),
+    "fp4 axis0 nvfp4 codes": fp4_case(16, 1, 4, 64, True, False, True),
+    "fp4 2d nvfp4": fp4_case(16, 16, 1, 4, True, False, False),
+    "fp4 rows mxfp4 sr codes": fp4_case(1, 32, 32, 2, False, True, True),
+    "fp4 amax": (fp4._amax_kernel, FP4, dict(BR=1, BC=16, G=16, NT=4)),
+    "fp8 rows": (fp8._blocks_kernel, FP8, dict(BR=8, NB=8, TC=128, ROW_BLOCKS=True,
+                                                CODES=False, TRANS=False, scale_ptr=None,
+                                                **E4M3)),
+    "fp8 tensor amax": (fp8._amax_kernel, dict(FP8, x_ptr="*fp32"), dict(BLOCK=1024)),
+    "fp8 tensor codes": (fp8._tensor_kernel, dict(FP8, x_ptr="*fp32", out_ptr="*u8"),
+                         dict(BLOCK=1024, CODES=True, **E4M3)),
+    "rht 16": (rht._rht_kernel, RHT, dict(D=16, LOG_D=4, BLOCK_O=128, BF16=True)),
+}
+out = {}
+for case, (kernel, types, consts) in CASES.items():
+    signature = {n: "constexpr" if n in consts else types[n] for n in kernel.arg_names}
+    for arch in (80, 90):
+        try:
+            binary = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=consts),
+                                    target=GPUTarget("cuda", arch, 32),
+                                    options={"num_warps": 4, "enable_fp_fusion": False})
+            ptx = binary.asm["ptx"]
+            fmas = [line for line in ptx.splitlines() if "fma." in line]
+            out[f"{case}@{arch}"] = "; ".join(fmas)[:500] if fmas else ""
+        except Exception as err:
+            out[f"{case}@{arch}"] = f"{type(err).__name__}: {err}"[:2000]
+print(json.dumps(out))
+"""
+CASES = ["fp4 rows nvfp4 sr", "fp4 axis0 nvfp4 codes", "fp4 2d nvfp4", "fp4 rows mxfp4 sr codes",
+         "fp4 amax", "fp8 rows", "fp8 tensor amax", "fp8 tensor codes", "rht 16"]
+
+
+@pytest.fixture(scope="module")
+def compiled() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    proc = subprocess.run([sys.executable, "-c", COMPILE], capture_output=True, text=True,
+                          env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("arch", [80, 90])
+@pytest.mark.parametrize("case", CASES)
+def test_kernel_compiles_for_the_gpu_without_fma(compiled, case, arch):
+    assert compiled[f"{case}@{arch}"] == ""
