@@ -31,6 +31,7 @@ block; the reference pads such blocks in pairs).
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 
@@ -43,6 +44,7 @@ from . import fp4, fp8
 from .rht import rht_2d
 
 
+@functools.cache  # per operand call on the hot path; a QuantSpec validates when built
 def _without_rht(spec: QuantSpec) -> QuantSpec | None:
     """The FP4 spec left once its RHT is done by ``rht_2d``; None if no kernel covers it."""
     if spec.rht is None:

@@ -49,14 +49,17 @@ def axis_title(axes: list[str]) -> str:
     return ", ".join(_AXIS_NAMES.get(a, a) for a in axes) or "run"
 
 
+def tokens_text(x: float) -> str:
+    """A token count as 150k / 1.2M / 3B (3 significant digits)."""
+    for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{unit}"
+    return f"{x:.3g}"
+
+
 def tokens_formatter(ax) -> None:
     """Tokens as 150k / 1.2M / 3B on the x-axis."""
-    def fmt(x, _):
-        for div, unit in ((1e9, "B"), (1e6, "M"), (1e3, "k")):
-            if abs(x) >= div:
-                return f"{x / div:g}{unit}"
-        return f"{x:g}"
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(fmt))
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda x, _: tokens_text(x)))
     ax.set_xlabel("training tokens")
 
 
@@ -150,7 +153,7 @@ def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     ref = done[done["label"] == reference]
     ax.axhline(ref[metric].mean(), color=colours[ref["recipe"].iloc[0]], ls="--", lw=1,
-               label=f"{reference}: {_tokens_text(ref['tokens'].mean())} tokens (reference)")
+               label=f"{reference}: {tokens_text(ref['tokens'].mean())} tokens (reference)")
     for recipe, part in done.groupby("recipe", sort=False):
         ax.scatter(part["tokens"], part[metric], color=colours[recipe], s=12, alpha=0.6)
         mean = part.groupby("tokens")[metric].mean()
@@ -163,10 +166,6 @@ def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
     ax.legend(title="recipe (line: mean, dots: seeds)", frameon=False, loc="best")
     fig.tight_layout()
     return fig
-
-
-def _tokens_text(x: float) -> str:
-    return f"{x / 1e6:.3g}M" if x >= 1e6 else f"{x / 1e3:.3g}k"
 
 
 def _multiplier_text(row: pd.Series) -> str:

@@ -79,8 +79,8 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     figs = out / "figures"
     figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss")
     names = ["loss"]
+    metric = gap_metric(coll.curves)
     if len(coll.labels) > 1:
-        metric = gap_metric(coll.curves)
         fig, gaps = figures.gap_figure(coll.runs, coll.curves, coll.axes, colours, base, metric)
         figures.save(fig, figs, "loss_gap")
         gaps.to_csv(out / "tables" / "loss_gap.csv", index=False)
@@ -92,7 +92,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
                      "token_efficiency")
         names.append("token_efficiency")
         sections.append(_efficiency_md(eff, base))
-    elif len(coll.labels) > 1 and gap_metric(coll.curves) == "val_loss":
+    elif len(coll.labels) > 1 and metric == "val_loss":
         approx = curve_efficiency_table(coll.runs, coll.curves, base)
         approx.to_csv(out / "tables" / "token_efficiency_curves.csv", index=False)
         sections.append(_curve_efficiency_md(approx, base))
@@ -146,8 +146,8 @@ def _scale_text(coll: Collection) -> str:
     runs = coll.runs
     models = ", ".join(sorted(map(str, runs["model"].dropna().unique()))) or "?"
     tokens = runs["tokens"].dropna()
-    span = (f"{figures._tokens_text(tokens.min())}" if tokens.nunique() <= 1 else
-            f"{figures._tokens_text(tokens.min())}-{figures._tokens_text(tokens.max())}")
+    span = (f"{figures.tokens_text(tokens.min())}" if tokens.nunique() <= 1 else
+            f"{figures.tokens_text(tokens.min())}-{figures.tokens_text(tokens.max())}")
     return f"{models}, {span} tokens, {runs['seed'].nunique()} seed(s)"
 
 
