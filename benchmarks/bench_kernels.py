@@ -4,17 +4,25 @@
     python benchmarks/bench_kernels.py --quick          # CUDA: 2048 x 2048
     python benchmarks/bench_kernels.py --quick --cpu    # CPU smoke: Triton's interpreter, 64 x 256
 
-For each quantizer a GEMM operand can need, times ``nvfp4_kernels.operand`` (the ``triton``
-backend) and, for a few, ``fake_quantize_parts(..., backend="compiled")`` (torch.compile of the
-reference; its compile time is printed apart). A kernel reads the bf16 input and writes the
-fp32 ``local``, so its effective bandwidth is (2 + 4) bytes per value / time, whatever passes
-it makes (NVFP4 and per-tensor FP8 read x twice: their ceiling is 6/8 of a copy's). The
-baseline is ``torch.empty_like(buf).copy_(buf)`` of a buffer holding half those bytes (a copy
-reads and writes it: the same bytes moved), timed in the same run. The issue's target on an
-H100/H200: quantize kernels >= 60 % of copy bandwidth on tensors of >= 64M values.
+For each quantizer a GEMM operand can need, times the ``triton`` kernels in the three forms
+they write, and, for a few, ``fake_quantize_parts(..., backend="compiled")`` (torch.compile of
+the reference; its compile time is printed apart):
 
-Every triton result is also compared with the eager reference, bit for bit (``exact``), and a
-spec no kernel covers says ``reference`` (the dispatcher computes it with the reference).
+    triton          ``operand``: bf16 x in, fp32 ``local`` out        2 + 4 bytes a value
+    triton bf16     ``operand(local_dtype=bf16)`` (FP4: what training
+                    uses on CUDA, the BF16 GEMM's input)               2 + 2 bytes a value
+    triton codes    ``quantize``: packed codes + scale bytes (FP4)     2 + 1/2 + 1/block
+
+Effective bandwidth = those bytes / time, whatever passes a kernel makes (NVFP4 and
+per-tensor FP8 read x twice: their ceiling is below a copy's). The baseline is
+``torch.empty_like(buf).copy_(buf)`` of a buffer of 3 bytes a value (a copy reads and writes
+it: 6 bytes a value moved), timed in the same run; "% of copy" compares bandwidths. The
+issue's target on an H100/H200: quantize kernels >= 60 % of copy bandwidth on tensors of >=
+64M values.
+
+Every result is also compared with the eager reference, bit for bit (``exact``: the local, or
+the codes and scale bytes), and a spec no kernel covers says ``reference`` (the dispatcher
+computes it with the reference).
 Timing: CUDA events around each call, median of ``--reps`` after ``--warmup`` calls; on the
 CPU, wall time. Record results in RESULTS.md.
 """
@@ -29,7 +37,8 @@ from importlib.metadata import version
 
 import torch
 
-from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts
+from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts, quantize
+from nvfp4_lab.formats.spec import FP4_FORMATS
 
 CASES = {
     "nvfp4 1x16": QuantSpec("nvfp4"),
@@ -109,17 +118,33 @@ def header(args, x: torch.Tensor) -> str:
             f"{args.reps} after {args.warmup} warm-up calls")
 
 
-def operand_fn(kernels, x: torch.Tensor, spec: QuantSpec, backend: str):
-    """fn() computing x's operand for ``spec`` with the triton kernels or the compiled
-    reference."""
-    if backend == "triton":
-        return lambda: kernels.operand(x, spec, seed=7, stream=STREAM)
-    return lambda: fake_quantize_parts(x, spec, seed=7, stream=STREAM, backend="compiled")
+def variants(kernels, x: torch.Tensor, spec: QuantSpec, compiled: bool):
+    """{label: (fn, bytes moved a value, exact(result) -> bool)} for one quantizer."""
+    kw = dict(seed=7, stream=STREAM)
+    ref = fake_quantize_parts(x, spec, **kw)[0]
+
+    def local_exact(out) -> bool:
+        return same_bits(out[0].float(), ref)
+
+    out = {"triton": (lambda: kernels.operand(x, spec, **kw), 6, local_exact)}
+    if spec.fmt in FP4_FORMATS:
+        q = quantize(x, spec, **kw)
+        out["triton bf16"] = (lambda: kernels.operand(x, spec, **kw, local_dtype=torch.bfloat16),
+                              4, local_exact)
+        out["triton codes"] = (lambda: kernels.quantize(x, spec, **kw),
+                               2 + 0.5 + 1 / spec.layout.size ** (2 if spec.layout.kind == "2d"
+                                                                  else 1),
+                               lambda got: torch.equal(got.data, q.data) and torch.equal(
+                                   got.scales.view(torch.uint8), q.scales.view(torch.uint8)))
+    if compiled:
+        out["compiled"] = (lambda: fake_quantize_parts(x, spec, **kw, backend="compiled"), 6,
+                           local_exact)
+    return out
 
 
-def row(name: str, backend: str, t: float, moved: int, t_copy: float, exact: str) -> str:
-    return (f"| {name} | {backend} | {t:.3f} | {moved / t / 1e6:.4g} | "
-            f"{100 * t_copy / t:.3g} | {exact} |")
+def row(name: str, backend: str, t: float, moved: float, copy_gbs: float, exact: str) -> str:
+    gbs = moved / t / 1e6
+    return f"| {name} | {backend} | {t:.3f} | {gbs:.4g} | {100 * gbs / copy_gbs:.3g} | {exact} |"
 
 
 def main() -> None:
@@ -132,30 +157,29 @@ def main() -> None:
 
     torch.manual_seed(0)
     x = torch.randn(args.rows, args.cols, device=args.device).to(torch.bfloat16)
-    moved = x.numel() * (x.element_size() + 4)  # read bf16 x, write fp32 local
-    buf = torch.empty(moved // 2, dtype=torch.uint8, device=args.device)
+    n = x.numel()
+    buf = torch.empty(3 * n, dtype=torch.uint8, device=args.device)  # 6 bytes a value moved
     t_copy = timeit(lambda: torch.empty_like(buf).copy_(buf), args.device, args.warmup,
                     args.reps)
+    copy_gbs = 6 * n / t_copy / 1e6
     print(header(args, x))
     print("| kernel | backend | ms | GB/s | % of copy | exact |\n|---|---|---:|---:|---:|---|")
-    print(row(f"copy, {moved / 2**20:.4g} MiB moved", "torch", t_copy, moved, t_copy, "-"),
+    print(row(f"copy, {6 * n / 2**20:.4g} MiB moved", "torch", t_copy, 6 * n, copy_gbs, "-"),
           flush=True)
     compiled = {"none": (), "few": FEW_COMPILED, "all": tuple(CASES)}[args.compiled]
     notes = []
     for name in args.cases.split(",") if args.cases else CASES:
         spec = CASES[name]
-        ref = fake_quantize_parts(x, spec, seed=7, stream=STREAM)[0]
-        for backend in ("triton", "compiled") if name in compiled else ("triton",):
-            fn = operand_fn(nvfp4_kernels, x, spec, backend)
+        for backend, (fn, per_value, exact_fn) in variants(nvfp4_kernels, x, spec,
+                                                          name in compiled).items():
             t0 = time.perf_counter()
-            exact = "yes" if same_bits(fn()[0], ref) else "NO"
+            exact = "yes" if exact_fn(fn()) else "NO"
             if backend == "compiled":
                 notes.append(f"# {name}: compile + first call {time.perf_counter() - t0:.1f} s")
             elif not nvfp4_kernels.supported(spec):
-                backend = "triton (reference: no kernel)"
+                backend += " (reference: no kernel)"
             t = timeit(fn, args.device, args.warmup, args.reps)
-            print(row(name, backend, t, moved, t_copy, exact), flush=True)
-        del ref
+            print(row(name, backend, t, per_value * n, copy_gbs, exact), flush=True)
     for note in notes:
         print(note)
 

@@ -9,8 +9,9 @@ quantizes no layer of a BF16 recipe): the plain model, its linear layers running
 under autocast. Each other preset (``fp8``, ``mxfp4``, ``nvfp4`` = the full method) is a fresh
 copy of the same model converted with the recipe's ``backend`` set to ``triton`` (the fused
 kernels of ``kernels/``) or ``compiled`` (torch.compile of the reference). The row
-``fp32 (no autocast)`` is context: a quantized layer multiplies its dequantized operands in
-FP32 (``quant/gemm.py``), so that step's matmuls are what the emulated GEMMs cost.
+``fp32 (no autocast)`` is context: an FP8 layer multiplies its dequantized operands in FP32
+(``quant/gemm.py``), so that step's matmuls are what its emulated GEMMs cost; FP4 layers on
+CUDA multiply BF16 operands (exact for FP4) into FP32 outputs, close to the BF16 step's GEMMs.
 
 The backends are not self-tested here (the tests do that), so no self-test compiles count.
 Timing: median of ``--reps`` steps after ``--warmup`` (compilation happens in the warm-up;

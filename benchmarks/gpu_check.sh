@@ -8,8 +8,9 @@
 # whole check ends within 5 minutes on an H100/H200 even on a fresh machine (the first call of
 # every Triton kernel and every torch.compile graph compiles):
 #
-#     kernel tests       pytest tests/kernels: on CUDA the kernels run compiled, against the
-#                        CPU reference, plus the realistic-shape tests that skip on a CPU
+#     kernel tests       pytest tests/kernels and the BF16-GEMM test: on CUDA the kernels run
+#                        compiled, against the CPU reference, plus the realistic-shape tests
+#                        that skip on a CPU
 #     kernel bandwidth   benchmarks/bench_kernels.py: bf16 8192 x 8192, every quantizer, as a
 #                        percentage of a device-to-device copy measured in the same run
 #     training step      benchmarks/bench_step.py: small and base, bf16 / fp8 / mxfp4 / nvfp4,
@@ -51,7 +52,8 @@ main() {
   "$PY" -c 'import platform, torch, triton; print(f"python {platform.python_version()}, torch '\
 '{torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, device "'\
 'f"{torch.cuda.get_device_name() if torch.cuda.is_available() else None}")'
-  stage "kernel tests" 120 "$PY" -m pytest -q -p no:cacheprovider --durations=5 tests/kernels
+  stage "kernel tests" 120 "$PY" -m pytest -q -p no:cacheprovider --durations=5 tests/kernels \
+    tests/unit/quant/test_gemm_dtype.py
   stage "kernel bandwidth" 75 "$PY" benchmarks/bench_kernels.py
   stage "training step" 95 "$PY" benchmarks/bench_step.py --models small,base --warmup 2 \
     --reps 5 --budget-s 80

@@ -33,6 +33,8 @@ interpreter_warnings = pytest.mark.filterwarnings("ignore:.* encountered in :Run
 def assert_bits_equal(got: torch.Tensor, ref: torch.Tensor, what: str = "local") -> None:
     """Same shape and dtype, NaN at the same positions, equal int32 bit patterns elsewhere."""
     assert got.shape == ref.shape and got.dtype == ref.dtype == F32, (got.shape, ref.shape)
+    if got.dim() == 0:  # nonzero() of a 0-d tensor has no elements, even where True
+        got, ref = got.reshape(1), ref.reshape(1)
     nan = torch.isnan(ref)
     assert torch.equal(torch.isnan(got), nan), f"{what}: NaN positions differ"
     g, r = got.view(torch.int32), ref.view(torch.int32)

@@ -1,7 +1,7 @@
 """``nvfp4_kernels.operand`` (the triton backend) against the reference, per recipe operand.
 
 Every operand of every preset recipe goes through the dispatcher: fused kernels where they
-exist (the RHT as a butterfly pass before the FP4 kernel), the reference otherwise. The
+exist (the RHT fused into the FP4 kernel's tile loader), the reference otherwise. The
 backend's own self-test (``quant.backends.self_test``) must pass on all of them.
 """
 from __future__ import annotations

@@ -84,6 +84,21 @@ def test_adversarial_inputs(layout, case):
     check(adversarial(case, spec), spec)
 
 
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("layout", ["nvfp4_1x16_axis0", "mxfp4_1x32_ceil", "mxfp4_32x32_ceil"])
+def test_bf16_local_is_the_reference_local(layout, case):
+    """local_dtype=bf16 (the GPU GEMM's input): the kernel casts in registers; the bytes must
+    be the reference's fp32 local, which bf16 holds exactly, cast."""
+    spec = LAYOUTS[layout]
+    x = adversarial(case, spec)
+    local, scale = fp4.fp4_operand(x, spec, None, local_dtype=torch.bfloat16)
+    ref_local, ref_scale = fake_quantize_parts(x, spec)
+    assert local.dtype == BF16
+    assert_bits_equal(local.float(), ref_local)
+    if ref_scale is not None:
+        assert_bits_equal(scale, ref_scale, "scale")
+
+
 @pytest.mark.parametrize("mode", ["floor", "even"])
 @pytest.mark.parametrize("case", ["ties", "scale_edges", "tiny_scales", "subnormal"])
 def test_mxfp4_scale_modes_other_layouts(case, mode):
@@ -190,10 +205,11 @@ def test_supports():
            QuantSpec("nvfp4", block=(16, 1)), QuantSpec("nvfp4", block=(16, 16)),
            QuantSpec("nvfp4", rounding="sr", sr_mode="exact"), QuantSpec("mxfp4"),
            QuantSpec("mxfp4", block=(32, 32), mx_scale="even"), QuantSpec("mxfp4", axis=1),
-           QuantSpec("nvfp4", block=(1, 32))]
+           QuantSpec("nvfp4", block=(1, 32)), QuantSpec("nvfp4", rht=16),
+           QuantSpec("nvfp4", axis=0, rht=256), QuantSpec("mxfp4", rht=32)]
     no = [QuantSpec("nvfp4", order="te_v2_8"), QuantSpec("nvfp4", order="torchao"),
-          QuantSpec("nvfp4", rht=16), QuantSpec("nvfp4", axis=0, rht=16),
-          QuantSpec("mxfp4", rht=32), QuantSpec("fp8_e4m3"),
+          QuantSpec("nvfp4", order="torchao", rht=16), QuantSpec("fp8_e4m3"),
+          QuantSpec("fp8_e4m3", block=(1, 32), rht=16),
           QuantSpec("fp8_e4m3", block=(1, 32)), QuantSpec("bf16"),
           QuantSpec("nvfp4", block=(128, 128)), QuantSpec("mxfp4", block=(1, 512))]
     assert all(fp4.supports(s) for s in yes)

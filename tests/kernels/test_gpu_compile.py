@@ -28,40 +28,48 @@ import json, sys
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-from nvfp4_kernels import fp4, fp8, rht
+from nvfp4_kernels import fp4, fp8
 from nvfp4_lab.formats import QuantSpec
 
-FP4 = dict(x_ptr="*bf16", out_ptr="*fp32", scale_ptr="*u8", amax_ptr="*i32",
-           key_ptr="*i64", R="i32", C="i32")
+FP4 = dict(x_ptr="*bf16", local_ptr="*fp32", codes_ptr="*u8", scale_ptr="*u8",
+           amax_ptr="*i32", key_ptr="*i64", signs_ptr="*fp32", norm="fp32", R="i32", C="i32")
 FP8 = dict(x_ptr="*bf16", out_ptr="*fp32", scale_ptr="*fp32", amax_ptr="*i32", R="i32",
            C="i32", n_r="i32", n_c="i32", N="i32")
-RHT = dict(x_ptr="*bf16", y_ptr="*bf16", signs_ptr="*fp32", n_other="i32", stride_t="i32",
-           stride_o="i32", norm="fp32")
+NO_RHT = dict(RHT_LOG=0, RHT_ALONG_R=False, RHT_ROUND=0, signs_ptr=None)
 
 
-def fp4_case(BR, BC, G, NT, nvfp4, sr, codes):
+def rht(log_d, along_r, round_mode):
+    return dict(RHT_LOG=log_d, RHT_ALONG_R=along_r, RHT_ROUND=round_mode)
+
+
+def fp4_case(BR, BC, G, NT, nvfp4, sr, local, codes, rht_args=NO_RHT, bf16=False):
     consts = dict(BR=BR, BC=BC, G=G, NT=NT, NVFP4=nvfp4, MX_MODE="ceil", SR=sr,
-                  SR_EXACT=False, CODES=codes)
-    for name, used in (("scale_ptr", codes), ("amax_ptr", nvfp4), ("key_ptr", sr)):
+                  SR_EXACT=False, LOCAL=local, LOCAL_BF16=bf16, CODES=codes, **rht_args)
+    for name, used in (("local_ptr", local), ("codes_ptr", codes), ("scale_ptr", codes),
+                       ("amax_ptr", nvfp4), ("key_ptr", sr)):
         if not used:
             consts[name] = None
-    return fp4._quantize_kernel, dict(FP4, out_ptr="*u8" if codes else "*fp32"), consts
+    return fp4._quantize_kernel, dict(FP4, local_ptr="*bf16" if bf16 else "*fp32"), consts
 
 
 E4M3 = fp8._format_args(QuantSpec("fp8_e4m3"))
 CASES = {
-    "fp4 rows nvfp4 sr": fp4_case(1, 16, 16, 4, True, True, False),
-    "fp4 axis0 nvfp4 codes": fp4_case(16, 1, 4, 64, True, False, True),
-    "fp4 2d nvfp4": fp4_case(16, 16, 1, 4, True, False, False),
-    "fp4 rows mxfp4 sr codes": fp4_case(1, 32, 32, 2, False, True, True),
-    "fp4 amax": (fp4._amax_kernel, FP4, dict(BR=1, BC=16, G=16, NT=4)),
+    "fp4 rows nvfp4 sr": fp4_case(1, 16, 16, 4, True, True, True, False),
+    "fp4 axis0 nvfp4 codes": fp4_case(16, 1, 4, 64, True, False, False, True),
+    "fp4 2d nvfp4": fp4_case(16, 16, 1, 4, True, False, True, False),
+    "fp4 rows mxfp4 sr codes": fp4_case(1, 32, 32, 2, False, True, False, True),
+    "fp4 axis0 rht16 bf16 sr both": fp4_case(16, 1, 4, 64, True, True, True, True,
+                                             rht(4, True, 1), bf16=True),
+    "fp4 rows rht128 fp16": fp4_case(1, 16, 8, 8, False, False, True, False,
+                                     rht(7, False, 2)),
+    "fp4 amax": (fp4._amax_kernel, FP4, dict(BR=1, BC=16, G=16, NT=4, **NO_RHT)),
+    "fp4 amax rht16": (fp4._amax_kernel, FP4, dict(BR=16, BC=1, G=1, NT=64, **rht(4, True, 1))),
     "fp8 rows": (fp8._blocks_kernel, FP8, dict(BR=8, NB=8, TC=128, ROW_BLOCKS=True,
                                                 CODES=False, TRANS=False, scale_ptr=None,
                                                 **E4M3)),
     "fp8 tensor amax": (fp8._amax_kernel, dict(FP8, x_ptr="*fp32"), dict(BLOCK=1024)),
     "fp8 tensor codes": (fp8._tensor_kernel, dict(FP8, x_ptr="*fp32", out_ptr="*u8"),
                          dict(BLOCK=1024, CODES=True, **E4M3)),
-    "rht 16": (rht._rht_kernel, RHT, dict(D=16, LOG_D=4, BLOCK_O=128, BF16=True)),
 }
 out = {}
 for case, (kernel, types, consts) in CASES.items():
@@ -79,7 +87,8 @@ for case, (kernel, types, consts) in CASES.items():
 print(json.dumps(out))
 """
 CASES = ["fp4 rows nvfp4 sr", "fp4 axis0 nvfp4 codes", "fp4 2d nvfp4", "fp4 rows mxfp4 sr codes",
-         "fp4 amax", "fp8 rows", "fp8 tensor amax", "fp8 tensor codes", "rht 16"]
+         "fp4 axis0 rht16 bf16 sr both", "fp4 rows rht128 fp16", "fp4 amax", "fp4 amax rht16",
+         "fp8 rows", "fp8 tensor amax", "fp8 tensor codes"]
 
 
 @pytest.fixture(scope="module")

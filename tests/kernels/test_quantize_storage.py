@@ -28,7 +28,7 @@ import pytest
 import torch
 
 import nvfp4_kernels
-from nvfp4_lab.formats import QuantSpec, Stream, quantize
+from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts, quantize
 from nvfp4_lab.formats.spec import FP4_FORMATS
 
 pytestmark = cases.interpreter_warnings
@@ -43,6 +43,8 @@ def assert_bytes_equal(got: torch.Tensor, want: torch.Tensor, what: str,
     assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
     assert got.shape == want.shape, f"{what}: shape {tuple(got.shape)} != {tuple(want.shape)}"
     g, w = got.view(U8), want.view(U8)
+    if g.dim() == 0:  # nonzero() of a 0-d tensor has no elements, even where True
+        g, w, got, want = g.reshape(1), w.reshape(1), got.reshape(1), want.reshape(1)
     differ = g != w
     if nan_as_nan:
         nan = torch.isnan(want.float())
@@ -160,8 +162,8 @@ def test_roundings_and_dtypes(layout, rounding, dtype):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_rht_sr_wgrad_operand(dtype):
-    """The Wgrad gradient operand: 16-point RHT along the token axis (its own kernel), then
-    NVFP4 with SR; the amax is the rotated tensor's; rht_signs are kept."""
+    """The Wgrad gradient operand: 16-point RHT along the token axis (fused into the FP4
+    kernel), then NVFP4 with SR; the amax is the rotated tensor's; rht_signs are kept."""
     x = (torch.randn(48, 40, generator=cases.gen(20)) * 4).to(dtype)
     x[:, 3] = 0.0
     check(x, QuantSpec("nvfp4", axis=0, rht=16, rounding="sr"), seed=3,
@@ -173,6 +175,7 @@ def test_rht_along_rows_and_explicit_signs():
     check(x, QuantSpec("nvfp4", rht=16))
     signs = torch.tensor([1.0, -1.0] * 3 + [1.0] * 10)
     check(x.t(), QuantSpec("mxfp4", axis=0, rht=16), signs=signs)
+    check(torch.randn(2, 32, 4, generator=cases.gen(23)), QuantSpec("nvfp4", axis=1, rht=16))
 
 
 # ----------------------------------------------------------------------------- FP8
@@ -209,8 +212,7 @@ def test_reference_fallbacks():
     x = torch.randn(8, 32, generator=cases.gen(22))
     check(x, QuantSpec("nvfp4", order="torchao"), kernels=False)
     check(x, QuantSpec("nvfp4", block=(1, 1)), kernels=False)  # codes of 2 blocks per byte
-    check(torch.randn(2, 32, 4, generator=cases.gen(23)), QuantSpec("nvfp4", axis=1, rht=16),
-          kernels=False)  # an RHT along a middle axis
+    check(x, QuantSpec("fp8_e4m3", block=(1, 32), rht=16), kernels=False)  # FP8 with an RHT
     check(torch.zeros(0, 32), QuantSpec("fp8_e4m3", block=(1, 32)), kernels=False)
     check(x.double(), QuantSpec("fp8_e4m3", block=(1, 32)), kernels=False)
     with pytest.raises(ValueError, match="multiple of 16"):
@@ -224,6 +226,34 @@ def test_operand_is_the_dequantized_storage():
     local, scale = nvfp4_kernels.operand(x, spec, seed=4)
     q = nvfp4_kernels.quantize(x, spec, seed=4)
     cases.assert_bits_equal(local * scale, q.dequantize())
+
+
+@pytest.mark.parametrize("spec", [
+    QuantSpec("nvfp4", axis=0, rht=16, rounding="sr"), QuantSpec("mxfp4", block=(32, 32)),
+    QuantSpec("fp8_e4m3", block=(1, 32))], ids=["nvfp4_rht_sr", "mxfp4_32x32", "fp8"])
+def test_operand_and_quantize_in_one_pass(spec):
+    """Both outputs equal the reference's; for FP4 they come from one quantize launch (after
+    NVFP4's amax launch), not two quantizations."""
+    x = cases.row_scaled((64, 48), seed=24).bfloat16()
+    stream = Stream(layer=3, step=1, operand=2)
+    launches = []
+    real_launch = nvfp4_kernels.fp4._launch
+    with mock.patch.object(nvfp4_kernels.fp4, "_launch",
+                           side_effect=lambda name, *a, **k: (launches.append(name),
+                                                              real_launch(name, *a, **k))):
+        local, scale, q = nvfp4_kernels.operand_and_quantize(x, spec, seed=6, stream=stream)
+    want_local, want_scale = fake_quantize_parts(x, spec, seed=6, stream=stream)
+    cases.assert_bits_equal(local, want_local)
+    if want_scale is None:
+        assert scale is None
+    else:
+        cases.assert_bits_equal(scale, want_scale, "global scale")
+    want = quantize(x, spec, seed=6, stream=stream)
+    assert_bytes_equal(q.data, want.data, "data", nan_as_nan=spec.fmt == "fp8_e4m3")
+    assert q.spec == spec and q.shape == x.shape
+    if spec.fmt in FP4_FORMATS:
+        assert_bytes_equal(q.scales, want.scales, "scales")
+        assert launches == (["amax", "quantize"] if spec.fmt == "nvfp4" else ["quantize"])
 
 
 # ----------------------------------------------------------------------------- GPU

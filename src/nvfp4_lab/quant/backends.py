@@ -1,9 +1,11 @@
 """Backends: who computes a quantized GEMM operand.
 
-Every backend implements one call, ``operand(x, spec, seed=, stream=, signs=)``, returning
-``(local, scale)`` exactly as ``formats.fake_quantize_parts`` does (local: fp32, element x
-block scale; scale: NVFP4's global decode scale or None). The GEMMs themselves are ordinary
-FP32 matmuls in ``gemm.py`` whatever the backend.
+Every backend implements one call, ``operand(x, spec, seed=, stream=, signs=, local_dtype=)``,
+returning ``(local, scale)`` exactly as ``formats.fake_quantize_parts`` does (local: element x
+block scale; scale: NVFP4's global decode scale or None). ``local`` is fp32, or bf16 on request
+for FP4 formats, where bf16 holds it exactly (``gemm.local_dtype``): the triton kernels write
+bf16 directly, the others cast. The GEMMs themselves are ordinary matmuls in ``gemm.py``
+whatever the backend.
 
     reference  eager PyTorch: the executable specification (``formats/``)
     compiled   torch.compile of the reference, bit-identical to it; the CPU default
@@ -28,17 +30,33 @@ import torch
 
 from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
+from ..formats.spec import FP4_FORMATS
 
 
 class BackendError(RuntimeError):
     """A backend is unavailable or failed its self-test."""
 
 
+def check_local_dtype(spec: QuantSpec, local_dtype: torch.dtype) -> None:
+    """bf16 holds an FP4 local exactly (an E2M1 value times an E4M3 / E8M0 scale has at most
+    6 significant bits); anything else is computed and returned in fp32."""
+    if local_dtype != torch.float32 and (local_dtype != torch.bfloat16
+                                         or spec.fmt not in FP4_FORMATS):
+        raise ValueError(f"local_dtype={local_dtype} is not exact for {spec.fmt}: use "
+                         "torch.float32 (bfloat16 only for nvfp4 and mxfp4)")
+
+
 class Backend:
     name = "reference"
 
     def operand(self, x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
-                stream: Stream | None = None, signs: torch.Tensor | None = None):
+                stream: Stream | None = None, signs: torch.Tensor | None = None,
+                local_dtype: torch.dtype = torch.float32):
+        check_local_dtype(spec, local_dtype)
+        local, scale = self._parts(x, spec, seed, stream, signs)
+        return local.to(local_dtype), scale
+
+    def _parts(self, x, spec, seed, stream, signs):
         return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
 
     def __repr__(self) -> str:
@@ -48,7 +66,7 @@ class Backend:
 class CompiledBackend(Backend):
     name = "compiled"
 
-    def operand(self, x, spec, *, seed=0, stream=None, signs=None):
+    def _parts(self, x, spec, seed, stream, signs):
         return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs,
                                    backend="compiled")
 
@@ -69,12 +87,14 @@ class TritonBackend(Backend):
         self._kernels = nvfp4_kernels
         self._fallbacks: set = set()
 
-    def operand(self, x, spec, *, seed=0, stream=None, signs=None):
+    def operand(self, x, spec, *, seed=0, stream=None, signs=None, local_dtype=torch.float32):
+        check_local_dtype(spec, local_dtype)
         if spec not in self._fallbacks and not self._kernels.supported(spec):
             self._fallbacks.add(spec)
             warnings.warn(f"backend triton: no fused kernel for {spec}; the reference "
                           "computes it", stacklevel=2)
-        return self._kernels.operand(x, spec, seed=seed, stream=stream, signs=signs)
+        return self._kernels.operand(x, spec, seed=seed, stream=stream, signs=signs,
+                                     local_dtype=local_dtype)
 
 
 def _sample(spec: QuantSpec, device, dtype: torch.dtype) -> torch.Tensor:
@@ -106,6 +126,17 @@ def _biased_for_rne(spec: QuantSpec, device) -> tuple[torch.Tensor, float]:
     return x.to(device), 1.0 + 0.5 * p_up
 
 
+LOCAL_DTYPES = {False: (torch.float32,), True: (torch.float32, torch.bfloat16)}  # by is-FP4
+
+
+_BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16}
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Equal dtype and bit patterns (so -0.0 != +0.0; the samples are finite)."""
+    return a.dtype == b.dtype and torch.equal(a.view(_BITS[a.dtype]), b.view(_BITS[b.dtype]))
+
+
 def self_test(backend: Backend, specs, device: torch.device | str = "cpu") -> None:
     """Raise BackendError unless ``backend`` matches the reference on every spec."""
     reference = Backend()
@@ -113,12 +144,16 @@ def self_test(backend: Backend, specs, device: torch.device | str = "cpu") -> No
         for dtype in (torch.float32, torch.bfloat16):
             x = _sample(spec, device, dtype)
             stream = Stream(layer=3, step=7, gemm=2, operand=1)
-            got = backend.operand(x, spec, seed=11, stream=stream)
-            want = reference.operand(x, spec, seed=11, stream=stream)
-            for name, a, b in (("values", got[0], want[0]), ("global scale", got[1], want[1])):
-                if (a is None) != (b is None) or (a is not None and not torch.equal(a, b)):
-                    raise BackendError(f"backend {backend.name}: {name} differ from the "
-                                       f"reference for {spec} on {dtype} input")
+            for local_dtype in LOCAL_DTYPES[spec.fmt in FP4_FORMATS]:
+                got = backend.operand(x, spec, seed=11, stream=stream, local_dtype=local_dtype)
+                want = reference.operand(x, spec, seed=11, stream=stream,
+                                         local_dtype=local_dtype)
+                for name, a, b in (("values", got[0], want[0]),
+                                   ("global scale", got[1], want[1])):
+                    if (a is None) != (b is None) or (a is not None and not _same(a, b)):
+                        raise BackendError(f"backend {backend.name}: {name} differ from the "
+                                           f"reference for {spec} on {dtype} input "
+                                           f"({local_dtype} local)")
         if spec.rounding == "sr":
             _check_unbiased(backend, spec, device)
 

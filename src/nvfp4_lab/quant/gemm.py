@@ -7,9 +7,19 @@
 Each operand goes through its own quantizer (``recipe.operand_plan``) and becomes
 ``Parts``: the element values times their block scales (exact: an E2M1 value times an E4M3
 or E8M0 scale fits in BF16), plus NVFP4's per-tensor decode scale. The GEMM multiplies the
-parts in FP32 and applies both tensor scales to the output, which is what a block-scaled
-tensor core computes, up to the order of the FP32 sums (``paper.md`` §1.3, Eq. 5). Its output
-is rounded to the compute dtype (BF16 under autocast, as in the paper; else the input dtype).
+parts with FP32 accumulation and applies both tensor scales to the output, which is what a
+block-scaled tensor core computes, up to the order of the FP32 sums (``paper.md`` §1.3,
+Eq. 5). Its output is rounded to the compute dtype (BF16 under autocast, as in the paper;
+else the input dtype).
+
+Which matmul: when both operands are BF16 tensors on a GPU (FP4 parts, produced in BF16 there
+by ``local_dtype``, and BF16 activations, gradients or weights) a BF16 GEMM with FP32 output
+(``torch.mm(..., out_dtype=torch.float32)``, cuBLAS with FP32 accumulation); otherwise FP32
+operands in an FP32 GEMM. The two compute the same products exactly (two values of at most
+8 significant bits multiply exactly in FP32) and accumulate in FP32; only the order of the
+sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the bytes and
+runs on the BF16 tensor cores, at several times the FP32 rate. The CPU keeps the FP32 matmul:
+there is no BF16 GEMM with FP32 output for it.
 
 A GEMM whose operands are both high precision runs exactly as ``nn.Linear`` would (same
 dtype, same matmuls), so an unquantized recipe, or a layer after its precision switch, is
@@ -26,6 +36,7 @@ from typing import NamedTuple
 
 import torch
 
+from ..formats import QuantSpec
 from ..formats.spec import FP4_FORMATS
 
 
@@ -48,11 +59,20 @@ class Parts(NamedTuple):
         return self
 
 
+def local_dtype(spec: QuantSpec, device: torch.device) -> torch.dtype:
+    """The dtype a quantized operand's local is produced in on ``device``: BF16 for FP4 on
+    CUDA (exact, and the BF16 GEMM's input), else FP32."""
+    return torch.bfloat16 if device.type == "cuda" and spec.fmt in FP4_FORMATS else torch.float32
+
+
 def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
     """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, tensor scales on the output."""
     if not (a.quantized or b.quantized):
         return a.local @ b.local
-    y = a.local.float() @ b.local.float()
+    if a.local.dtype == b.local.dtype == torch.bfloat16 and a.local.is_cuda:
+        y = torch.mm(a.local, b.local, out_dtype=torch.float32)  # exact products, FP32 sums
+    else:
+        y = a.local.float() @ b.local.float()
     scales = [s for s in (a.scale, b.scale) if s is not None]
     if scales:
         y = y * (scales[0] * scales[1] if len(scales) == 2 else scales[0])

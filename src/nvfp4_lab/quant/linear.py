@@ -23,7 +23,7 @@ from ..formats import Stream
 from ..formats.hadamard import rht_dim, sign_vector
 from . import stats as stats_mod
 from .backends import Backend
-from .gemm import Parts, QuantGemm
+from .gemm import Parts, QuantGemm, local_dtype
 from .recipe import AXIS, GEMMS, GemmPlan, Recipe, gemm_of, operand_plan, switched_plan
 
 
@@ -99,7 +99,8 @@ class QuantLinear(nn.Linear):
             x = x.to(cd)
             return Parts(rht_dim(x, signs, AXIS[op]) if o.rht else x, None, False)
         local, scale = self.backend.operand(x, o.spec, seed=self.state.seed,
-                                            stream=self.stream(o.stream_as or op), signs=signs)
+                                            stream=self.stream(o.stream_as or op), signs=signs,
+                                            local_dtype=local_dtype(o.spec, x.device))
         return Parts(local, scale, True)
 
     def check_tokens(self, tokens: int, plan: GemmPlan) -> None:

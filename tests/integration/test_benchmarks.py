@@ -1,0 +1,73 @@
+"""The GPU benchmarks as far as a CPU can run them: real subprocesses, real tables.
+
+``bench_kernels.py --cpu`` runs the kernels in Triton's interpreter and checks every result
+against the reference bit for bit (its ``exact`` column); ``bench_step.py --quick`` trains one
+step of a quantized nano model. ``gpu_check.sh`` is run with a stand-in interpreter that
+records what it is asked to run: every stage must be reached, and every file it names must
+exist, so renaming a test or a benchmark breaks this test rather than the next GPU check.
+Timings on this CPU mean nothing and are not checked.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO / 'kernels'}", "OMP_NUM_THREADS": "1"}
+
+
+def run(*args: str, timeout: int = 300, env: dict | None = None) -> str:
+    proc = subprocess.run(args, cwd=REPO, env=env or ENV, capture_output=True, text=True,
+                          timeout=timeout)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return proc.stdout
+
+
+def table(out: str) -> list[list[str]]:
+    """The data rows of the markdown table in ``out``, as lists of cell texts."""
+    rows = [line.strip("|").split("|") for line in out.splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in r] for r in rows if not r[0].strip().startswith("---")][1:]
+
+
+def test_bench_kernels_cpu_smoke_is_exact():
+    cases = "nvfp4 1x16 axis 0 rht16 sr (Wgrad dY),nvfp4 16x16,mxfp4 1x32,fp8_e4m3 1x128"
+    out = run(sys.executable, "benchmarks/bench_kernels.py", "--quick", "--cpu", "--warmup",
+              "0", "--reps", "1", "--cases", cases)
+    rows = table(out)
+    assert rows[0][:2] == ["copy, 0.09375 MiB moved", "torch"]
+    got = {(r[0], r[1]): r[5] for r in rows[1:]}
+    fp4 = cases.split(",")[:3]
+    want = {(c, b) for c in fp4 for b in ("triton", "triton bf16", "triton codes")}
+    assert set(got) == want | {("fp8_e4m3 1x128", "triton")}
+    assert set(got.values()) == {"yes"}, got
+
+
+def test_bench_step_quick_trains_a_quantized_step():
+    out = run(sys.executable, "benchmarks/bench_step.py", "--quick", "--presets", "nvfp4")
+    rows = table(out)
+    assert [r[1] for r in rows[:2]] == ["bf16 (baseline)", "fp32 (no autocast)"]
+    nvfp4 = rows[2]
+    assert nvfp4[1].startswith("nvfp4 (") and nvfp4[2] == "triton"
+    assert float(nvfp4[4]) > 0
+
+
+def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
+    """A stand-in python3 logs its arguments; the script must run its three stages, pass
+    only paths that exist, and report success."""
+    log = tmp_path / "calls.txt"
+    stub = tmp_path / "python3"
+    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    stub.chmod(0o755)
+    env = {**ENV, "PYTHON": str(stub), "OUT": str(tmp_path)}
+    out = run("bash", "benchmarks/gpu_check.sh", env=env, timeout=60)
+    assert "# gpu_check passed" in out
+    assert (tmp_path / "gpu_check.txt").read_text() == out
+    calls = [shlex.split(line) for line in log.read_text().splitlines()]
+    stages = [c for c in calls if c[0] != "-c"]  # the version print is `python3 -c ...`
+    assert [c[:2] for c in stages] == [["-m", "pytest"], ["benchmarks/bench_kernels.py"],
+                                       ["benchmarks/bench_step.py", "--models"]]
+    paths = [a for c in stages for a in c if a.startswith(("tests/", "benchmarks/"))]
+    assert len(paths) >= 4 and all((REPO / p).exists() for p in paths), paths
