@@ -11,8 +11,8 @@ import torch
 
 import nvfp4_kernels
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts
-from nvfp4_lab.quant import PRESETS, operand_plan
-from nvfp4_lab.quant.backends import TritonBackend, resolve
+from nvfp4_lab.quant import PRESETS, QuantLinear, QuantState, operand_plan, preset
+from nvfp4_lab.quant.backends import Backend, TritonBackend, resolve
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -66,3 +66,40 @@ def test_triton_backend_passes_its_self_test_on_the_full_recipe():
     # self_test: byte equality on adversarial tensors for every spec, fp32 and bf16, and
     # unbiased stochastic rounding where RNE is biased; raises BackendError otherwise
     assert resolve("triton", specs, DEVICE).name == "triton"
+
+
+@pytest.mark.parametrize("recipe", ["nvfp4", "mxfp4"])
+def test_a_layer_step_equals_the_reference_and_never_waits_for_the_gpu(recipe):
+    """Forward and backward of a layer on the full recipe (RHT, SR, 2D weights) under bf16
+    autocast: the triton backend's output and gradients equal the reference backend's bit for
+    bit (on CUDA both feed BF16 locals to the same BF16 GEMM). On CUDA the second, warm step
+    (autotuning syncs) runs under the sync debug mode: a blocking copy of a per-call key or
+    sign vector, or any other host sync, raises."""
+    tokens, n_in, n_out = (512, 256, 128) if DEVICE == "cuda" else (64, 64, 32)
+    g = torch.Generator().manual_seed(5)
+    x0 = torch.randn(tokens, n_in, generator=g).to(DEVICE)
+    w0 = (torch.randn(n_out, n_in, generator=g) * 0.1).to(DEVICE)
+    results = []
+    for backend in (TritonBackend(), Backend()):
+        state = QuantState(seed=3, step=1)
+        layer = QuantLinear(n_in, n_out, recipe=preset(recipe), backend=backend, state=state,
+                            index=2, device=DEVICE)
+        with torch.no_grad():
+            layer.weight.copy_(w0)
+        x = x0.clone().requires_grad_()
+        for warm in (False, True):
+            sync_check = warm and DEVICE == "cuda" and backend.name == "triton"
+            if sync_check:
+                torch.cuda.synchronize()
+                torch.cuda.set_sync_debug_mode("error")
+            try:
+                with torch.autocast(DEVICE, dtype=torch.bfloat16):
+                    y = layer(x)
+                y.float().square().sum().backward()
+            finally:
+                if sync_check:
+                    torch.cuda.set_sync_debug_mode("default")
+            state.step += 1
+        results.append((y, x.grad, layer.weight.grad))
+    for got, want in zip(*results):
+        assert torch.equal(got, want) and torch.isfinite(got).all()

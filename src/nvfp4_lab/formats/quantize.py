@@ -33,7 +33,7 @@ from . import e2m1, fp8, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
 from .qtensor import QTensor, decode_local, dequantize_blocks
-from .rng import key_tensor, random_bits
+from .rng import key_tensor, random_bits, to_device
 from .spec import FP4_FORMATS, QuantSpec, Stream
 
 
@@ -88,7 +88,7 @@ def runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream |
         r = spec.rht
         signs = sign_vector(r.size, r.signs, r.seed, stream.layer, stream.step, stream.call)
     if signs is not None:
-        signs = signs.to(device=x.device, dtype=torch.float32)
+        signs = to_device(signs.float(), x.device)
     return key, signs
 
 

@@ -81,6 +81,19 @@ def random_bits(index: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     return fmix32((h + key[1]) & MASK32)
 
 
+def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
+    """A small host tensor (a key, a sign vector) on ``device`` without a host sync.
+
+    A blocking copy from pageable host memory to a GPU waits for the GPU's stream to drain, so
+    a runtime input made per call would stall the host at every quantized operand. On CUDA
+    the copy goes through pinned memory, asynchronously; elsewhere it is a plain ``.to``.
+    """
+    device = torch.device(device)
+    if device.type == "cuda" and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
 def key_tensor(seed: int, ids: tuple[int, ...], device: torch.device | str) -> torch.Tensor:
     """The stream key as an int64 [2] tensor, a runtime input (no recompiles per step)."""
-    return torch.tensor(stream_key(seed, *ids), dtype=torch.int64, device=device)
+    return to_device(torch.tensor(stream_key(seed, *ids), dtype=torch.int64), device)

@@ -33,7 +33,8 @@ fast backend against the reference before it is trusted. ``stats.py`` measures w
 quantizers did to each operand, for logging.
 
 What is done differently from the paper and Transformer Engine, and why:
-* The GEMM is emulated: FP32 matmuls of exactly representable operands. This is the
+* The GEMM is emulated: matmuls of exactly representable operands with FP32 accumulation
+  (BF16 inputs on CUDA, where FP4 operands are exact in BF16; FP32 elsewhere). This is the
   hardware's arithmetic up to the order of FP32 sums; it runs on any CPU or GPU.
 * Per-operand control goes beyond TE's three switches (RHT, SR, 2D on or off): any operand
   may round stochastically or stay unquantized, and the same-dim 1D option of E11, which

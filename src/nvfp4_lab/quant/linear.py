@@ -21,6 +21,7 @@ from torch import nn
 
 from ..formats import Stream
 from ..formats.hadamard import rht_dim, sign_vector
+from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm, local_dtype
@@ -87,7 +88,8 @@ class QuantLinear(nn.Linear):
         if rht is None:
             return None
         call = GEMMS.index(gemm) + len(GEMMS) * self.state.micro
-        return sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
+        signs = sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
+        return to_device(signs, self.weight.device)  # once for both operands, no host sync
 
     def operand(self, x: torch.Tensor, op: str, plan: GemmPlan, cd: torch.dtype,
                 signs: torch.Tensor | None) -> Parts:
