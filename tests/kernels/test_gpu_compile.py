@@ -5,7 +5,8 @@ The CPU interpreter runs the kernels' Python, not their compilation: failures su
 constexpr branch returning another type, or a NaN constant shared by two inlined functions
 (NaN != NaN: "conflicting value"), only show here or on a GPU. The PTX is also checked for
 fused multiply-adds, which the kernels forbid (``enable_fp_fusion=False``) because an FMA skips
-the rounding of its product.
+the rounding of its product, and assembled with ``ptxas -v`` for register spills, which a tile
+too large for the registers (the fused RHT makes tiles hold whole chunks) would cause.
 
 The kernels are compiled in a subprocess: under TRITON_INTERPRET=1 (set for the CPU tests
 before triton's first import) ``triton.jit`` makes interpreter functions, which cannot be
@@ -24,8 +25,9 @@ pytest.importorskip("triton.backends.compiler")
 
 # Run in a fresh interpreter (no TRITON_INTERPRET); prints {case@arch: "" or the error}.
 COMPILE = r"""
-import json, sys
+import json, os, re, subprocess, sys, tempfile
 import triton
+from triton import knobs
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from nvfp4_kernels import fp4, fp8
@@ -71,6 +73,21 @@ CASES = {
     "fp8 tensor codes": (fp8._tensor_kernel, dict(FP8, x_ptr="*fp32", out_ptr="*u8"),
                          dict(BLOCK=1024, CODES=True, **E4M3)),
 }
+# the launchers' num_warps where it is not 4 (fp8.py: 8 for tiles of 8K elements and the
+# per-tensor kernels)
+WARPS = {"fp8 rows": 8, "fp8 tensor amax": 8, "fp8 tensor codes": 8}
+
+
+def spills(ptx, arch):  # bytes of spill stores and loads that ptxas -v reports
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        target = f"sm_{arch}a" if arch == 90 else f"sm_{arch}"  # Triton emits sm_90a PTX
+        log = subprocess.run([knobs.nvidia.ptxas.path, f"-arch={target}", "-v", f.name, "-o",
+                              os.devnull], capture_output=True, text=True, check=True).stderr
+    return sum(int(n) for n in re.findall(r"(\d+) bytes spill (?:stores|loads)", log))
+
+
 out = {}
 for case, (kernel, types, consts) in CASES.items():
     signature = {n: "constexpr" if n in consts else types[n] for n in kernel.arg_names}
@@ -78,10 +95,13 @@ for case, (kernel, types, consts) in CASES.items():
         try:
             binary = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=consts),
                                     target=GPUTarget("cuda", arch, 32),
-                                    options={"num_warps": 4, "enable_fp_fusion": False})
+                                    options={"num_warps": WARPS.get(case, 4),
+                                             "enable_fp_fusion": False})
             ptx = binary.asm["ptx"]
             fmas = [line for line in ptx.splitlines() if "fma." in line]
-            out[f"{case}@{arch}"] = "; ".join(fmas)[:500] if fmas else ""
+            spilled = spills(ptx, arch)
+            out[f"{case}@{arch}"] = ("; ".join(fmas)[:500] if fmas else "") + (
+                f" {spilled} bytes of spills" if spilled else "")
         except Exception as err:
             out[f"{case}@{arch}"] = f"{type(err).__name__}: {err}"[:2000]
 print(json.dumps(out))
@@ -102,5 +122,5 @@ def compiled() -> dict[str, str]:
 
 @pytest.mark.parametrize("arch", [80, 90])
 @pytest.mark.parametrize("case", CASES)
-def test_kernel_compiles_for_the_gpu_without_fma(compiled, case, arch):
+def test_kernel_compiles_for_the_gpu_without_fma_or_spills(compiled, case, arch):
     assert compiled[f"{case}@{arch}"] == ""
