@@ -8,9 +8,12 @@
 # whole check ends within 5 minutes on an H100/H200 even on a fresh machine (the first call of
 # every Triton kernel and every torch.compile graph compiles):
 #
-#     kernel tests       pytest tests/kernels and the BF16-GEMM test: on CUDA the kernels run
-#                        compiled, against the CPU reference, plus the realistic-shape tests
-#                        that skip on a CPU
+#     kernel tests       every file of tests/kernels and the BF16-GEMM test, one pytest each,
+#                        side by side (Triton compiles the ~150 kernel variants the tests make
+#                        one at a time per process): on CUDA the kernels run compiled, against
+#                        the CPU reference, plus the realistic-shape tests that skip on a CPU;
+#                        with NVFP4_KERNELS_AUTOTUNE=0 (one tile per variant: results do not
+#                        depend on the tile, and autotuning compiles every candidate)
 #     kernel bandwidth   benchmarks/bench_kernels.py: bf16 8192 x 8192, every quantizer, as a
 #                        percentage of a device-to-device copy measured in the same run
 #     training step      benchmarks/bench_step.py: small and base, bf16 / fp8 / mxfp4 / nvfp4,
@@ -46,17 +49,35 @@ stage() {
   failed+=("$name")
 }
 
+# pytest_files FILE...: one pytest process per file, in parallel; the tail of each log; fails
+# if any file fails
+pytest_files() {
+  local dir f rc=0 pids=()
+  dir=$(mktemp -d)
+  for f in "$@"; do
+    "$PY" -m pytest -q -p no:cacheprovider --durations=3 "$f" >"$dir/${f//\//_}.log" 2>&1 &
+    pids+=($!)
+  done
+  for f in "${pids[@]}"; do wait "$f" || rc=1; done
+  for f in "$@"; do
+    echo "--- $f"
+    tail -n 20 "$dir/${f//\//_}.log"
+  done
+  return $rc
+}
+export -f pytest_files
+
 main() {
   echo "# gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   nvidia-smi || echo "(nvidia-smi failed)"
   "$PY" -c 'import platform, torch, triton; print(f"python {platform.python_version()}, torch '\
 '{torch.__version__} (CUDA {torch.version.cuda}), triton {triton.__version__}, device "'\
 'f"{torch.cuda.get_device_name() if torch.cuda.is_available() else None}")'
-  stage "kernel tests" 120 "$PY" -m pytest -q -p no:cacheprovider --durations=5 tests/kernels \
-    tests/unit/quant/test_gemm_dtype.py
-  stage "kernel bandwidth" 75 "$PY" benchmarks/bench_kernels.py
-  stage "training step" 95 "$PY" benchmarks/bench_step.py --models small,base --warmup 2 \
-    --reps 5 --budget-s 80
+  stage "kernel tests" 130 env NVFP4_KERNELS_AUTOTUNE=0 PY="$PY" bash -c 'pytest_files "$@"' _ \
+    tests/kernels/test_*.py tests/unit/quant/test_gemm_dtype.py
+  stage "kernel bandwidth" 80 "$PY" benchmarks/bench_kernels.py
+  stage "training step" 85 "$PY" benchmarks/bench_step.py --models small,base --warmup 2 \
+    --reps 5 --budget-s 70
   echo
   if ((${#failed[@]})); then
     echo "# gpu_check FAILED: ${failed[*]} ($SECONDS s)"

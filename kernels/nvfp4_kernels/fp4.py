@@ -108,6 +108,9 @@ from .rht import norm as rht_norm
 from .rht import rotate_tile, round_mode
 
 _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+# NVFP4_KERNELS_AUTOTUNE=0: the first tile candidate only, one compile per kernel variant (the
+# GPU tests: results do not depend on the tile, and autotuning compiles every candidate)
+_AUTOTUNE = os.environ.get("NVFP4_KERNELS_AUTOTUNE", "1") != "0"
 _NAN = tl.constexpr(float("nan"))  # written for a non-finite block (payload unspecified)
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Largest block sizes with a kernel: a 2D tile of size^2 elements must fit in registers.
@@ -241,13 +244,13 @@ def _tiles(BR: int, BC: int, codes: bool, rht_r: int, rht_c: int) -> list[tuple[
 @functools.cache
 def _launcher(name: str, BR: int, BC: int, codes: bool, rht_r: int, rht_c: int):
     """The kernel ("amax" or "quantize") for one block shape and RHT: autotuned on a GPU
-    (keyed on R, C), fixed tile under the interpreter. Returns (callable kernel, constexprs
-    the caller passes)."""
+    (keyed on R, C), fixed tile under the interpreter or with autotuning off. Returns
+    (callable kernel, constexprs and options the caller passes)."""
     kernel = _amax_kernel if name == "amax" else _quantize_kernel
     tiles = _tiles(BR, BC, codes, rht_r, rht_c)
-    if _INTERPRET:
-        g, nt, _ = tiles[0]
-        return kernel, {"G": g, "NT": nt}
+    if _INTERPRET or not _AUTOTUNE:
+        g, nt, warps = tiles[0]
+        return kernel, {"G": g, "NT": nt, **({} if _INTERPRET else {"num_warps": warps})}
     configs = [triton.Config({"G": g, "NT": nt}, num_warps=w) for g, nt, w in tiles]
     return triton.autotune(configs, key=["R", "C"])(kernel), {}
 

@@ -55,19 +55,24 @@ def test_bench_step_quick_trains_a_quantized_step():
 
 
 def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
-    """A stand-in python3 logs its arguments; the script must run its three stages, pass
-    only paths that exist, and report success."""
+    """A stand-in python3 logs its arguments (after NVFP4_KERNELS_AUTOTUNE); the script must
+    run every kernel test file and the BF16-GEMM test (one pytest each, autotuning off), then
+    the two benchmarks, pass only paths that exist, and report success."""
     log = tmp_path / "calls.txt"
     stub = tmp_path / "python3"
-    stub.write_text(f'#!/bin/sh\necho "$@" >> {log}\n')
+    stub.write_text(f'#!/bin/sh\necho "${{NVFP4_KERNELS_AUTOTUNE:-on}} $@" >> {log}\n')
     stub.chmod(0o755)
     env = {**ENV, "PYTHON": str(stub), "OUT": str(tmp_path)}
     out = run("bash", "benchmarks/gpu_check.sh", env=env, timeout=60)
     assert "# gpu_check passed" in out
     assert (tmp_path / "gpu_check.txt").read_text() == out
     calls = [shlex.split(line) for line in log.read_text().splitlines()]
-    stages = [c for c in calls if c[0] != "-c"]  # the version print is `python3 -c ...`
-    assert [c[:2] for c in stages] == [["-m", "pytest"], ["benchmarks/bench_kernels.py"],
-                                       ["benchmarks/bench_step.py", "--models"]]
-    paths = [a for c in stages for a in c if a.startswith(("tests/", "benchmarks/"))]
-    assert len(paths) >= 4 and all((REPO / p).exists() for p in paths), paths
+    calls = [c for c in calls if c[1] != "-c"]  # the version print is `python3 -c ...`
+    tests = [c for c in calls if c[1:3] == ["-m", "pytest"]]
+    assert {c[0] for c in tests} == {"0"}
+    want = {str(p.relative_to(REPO)) for p in (REPO / "tests/kernels").glob("test_*.py")}
+    assert {c[-1] for c in tests} == want | {"tests/unit/quant/test_gemm_dtype.py"}
+    assert [c[:2] for c in calls[len(tests):]] == [["on", "benchmarks/bench_kernels.py"],
+                                                   ["on", "benchmarks/bench_step.py"]]
+    paths = [a for c in calls for a in c if a.startswith(("tests/", "benchmarks/"))]
+    assert all((REPO / p).exists() for p in paths), paths

@@ -226,6 +226,26 @@ def test_bad_calls():
         fp4.fp4_operand(x[0], QuantSpec("nvfp4", block=(16, 16)), None)
 
 
+def test_autotune_off_launches_the_first_candidate(monkeypatch):
+    """NVFP4_KERNELS_AUTOTUNE=0 on a GPU: the plain kernel with the first tile and its warps
+    (the interpreter's launcher passes no num_warps)."""
+    fp4._launcher.cache_clear()
+    monkeypatch.setattr(fp4, "_INTERPRET", False)
+    monkeypatch.setattr(fp4, "_AUTOTUNE", False)
+    try:
+        kernel, fixed = fp4._launcher("quantize", 16, 1, False, 32, 1)
+        g, nt, warps = fp4._tiles(16, 1, False, 32, 1)[0]
+        assert kernel is fp4._quantize_kernel and (g * 16) % 32 == 0
+        assert fixed == {"G": g, "NT": nt, "num_warps": warps}
+        monkeypatch.setattr(fp4, "_AUTOTUNE", True)
+        fp4._launcher.cache_clear()
+        kernel, fixed = fp4._launcher("quantize", 16, 1, False, 32, 1)
+        assert kernel is not fp4._quantize_kernel and fixed == {}
+        assert len(kernel.configs) == len(fp4._tiles(16, 1, False, 32, 1)) > 1
+    finally:
+        fp4._launcher.cache_clear()
+
+
 @triton.jit
 def _e4m3_kernel(s_ptr, out_ptr, N, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
