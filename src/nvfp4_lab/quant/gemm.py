@@ -14,10 +14,10 @@ else the input dtype).
 
 Which matmul: when both operands are BF16 tensors on a GPU (FP4 parts, produced in BF16 there
 by ``local_dtype``, and BF16 activations, gradients or weights) a BF16 GEMM with FP32 output
-(``torch.mm(..., out_dtype=torch.float32)``, cuBLAS with FP32 accumulation); otherwise FP32
-operands in an FP32 GEMM. The two compute the same products exactly (two values of at most
-8 significant bits multiply exactly in FP32) and accumulate in FP32; only the order of the
-sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the bytes and
+(``torch.mm(..., out_dtype=torch.float32)``, torch >= 2.8, cuBLAS with FP32 accumulation);
+otherwise FP32 operands in an FP32 GEMM. The two compute the same products exactly (two values
+of at most 8 significant bits multiply exactly in FP32) and accumulate in FP32; only the order
+of the sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the bytes and
 runs on the BF16 tensor cores, at several times the FP32 rate. The CPU keeps the FP32 matmul:
 there is no BF16 GEMM with FP32 output for it.
 
