@@ -36,7 +36,7 @@ import torch
 from nvfp4_lab.formats import QTensor, QuantSpec, Stream, fake_quantize_parts
 from nvfp4_lab.formats import quantize as formats_quantize
 from nvfp4_lab.formats.quantize import runtime_inputs
-from nvfp4_lab.formats.spec import FP4_FORMATS
+from nvfp4_lab.formats.spec import check_local_dtype
 
 from . import fp4, fp8
 
@@ -53,8 +53,7 @@ def operand(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0, stream: Stream |
     local_dtype: fp32 (``fake_quantize_parts``'s), or bf16 for FP4 specs, whose locals it
     holds exactly: the FP4 kernels then write bf16 (half the bytes), otherwise fp32 is cast.
     """
-    if local_dtype != torch.float32 and spec.fmt not in FP4_FORMATS:
-        raise ValueError(f"local_dtype={local_dtype} is exact for FP4 formats only, not {spec.fmt}")
+    check_local_dtype(spec, local_dtype)
     if fp4.supports(spec):
         key, rht_signs = runtime_inputs(x, spec, seed, stream, signs)
         return fp4.fp4_operand(x, spec, key, rht_signs, local_dtype)

@@ -296,17 +296,16 @@ class FP4Out(NamedTuple):
 
 
 def _rht_args(x: torch.Tensor, spec: QuantSpec, signs: torch.Tensor | None, along_r: bool):
-    """The RHT's kernel arguments (signs_ptr, norm and constexprs) and (rht_r, rht_c)."""
+    """The RHT's kernel arguments: (signs_ptr, norm), constexprs, and (rht_r, rht_c)."""
     if spec.rht is None:
-        return dict(signs_ptr=None, norm=0.0, RHT_LOG=0, RHT_ALONG_R=False, RHT_ROUND=0), (1, 1)
+        return (None, 0.0), dict(RHT_LOG=0, RHT_ALONG_R=False, RHT_ROUND=0), (1, 1)
     d = spec.rht.size
     if signs is None or signs.numel() != d:
         raise ValueError(f"an RHT of size {d} needs its {d} signs (``runtime_inputs``)")
     check_divides(d, x.shape[spec.layout.axis], spec.layout.axis)  # the reference's rule
-    args = dict(signs_ptr=signs.to(device=x.device, dtype=torch.float32).contiguous(),
-                norm=rht_norm(d), RHT_LOG=d.bit_length() - 1, RHT_ALONG_R=along_r,
-                RHT_ROUND=round_mode(x.dtype))
-    return args, ((d, 1) if along_r else (1, d))
+    consts = dict(RHT_LOG=d.bit_length() - 1, RHT_ALONG_R=along_r, RHT_ROUND=round_mode(x.dtype))
+    signs = signs.to(device=x.device, dtype=torch.float32).contiguous()
+    return (signs, rht_norm(d)), consts, ((d, 1) if along_r else (1, d))
 
 
 def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
@@ -330,7 +329,7 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
     if (spec.rounding == "sr") != (key is not None):
         raise ValueError("pass an SR key exactly when spec.rounding == 'sr'")
     P, R, C, BR, BC, along_r = _view(x.shape, spec)
-    rht, (rht_r, rht_c) = _rht_args(x, spec, signs, along_r)
+    rht_ptrs, rht, (rht_r, rht_c) = _rht_args(x, spec, signs, along_r)
     if x.dtype not in _KERNEL_DTYPES:
         x = x.float()
     x = x.contiguous()
@@ -344,9 +343,9 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
     amax = torch.zeros(1, dtype=torch.int32, device=x.device) if nvfp4 else None
     if x.numel():
         if nvfp4:
-            _launch("amax", P, R, C, BR, BC, codes, rht_r, rht_c, x, amax, **rht)
+            _launch("amax", P, R, C, BR, BC, codes, rht_r, rht_c, x, amax, *rht_ptrs, **rht)
         _launch("quantize", P, R, C, BR, BC, codes, rht_r, rht_c, x, out_local, data, scales,
-                amax, key, **rht, NVFP4=nvfp4, MX_MODE=spec.mx_scale, SR=key is not None,
+                amax, key, *rht_ptrs, **rht, NVFP4=nvfp4, MX_MODE=spec.mx_scale, SR=key is not None,
                 SR_EXACT=spec.sr_mode == "exact", LOCAL=local,
                 LOCAL_BF16=local_dtype == torch.bfloat16, CODES=codes)
     if scales is not None:
@@ -356,15 +355,15 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
 
 
 def _launch(name: str, P: int, R: int, C: int, BR: int, BC: int, codes: bool, rht_r: int,
-            rht_c: int, *args, **kwargs):
+            rht_c: int, *args, **constexprs):
+    """Launch kernel ``name`` on x viewed as [P, R, C]: args are its pointer and scalar
+    arguments up to ``norm``; R and C follow them."""
     kernel, fixed = _launcher(name, BR, BC, codes, rht_r, rht_c)
 
     def grid(meta):
         return (P * triton.cdiv(R, meta["G"] * BR) * triton.cdiv(C, meta["NT"] * BC),)
 
-    signs, norm = kwargs.pop("signs_ptr"), kwargs.pop("norm")
-    kernel[grid](*args, signs, norm, R, C, BR=BR, BC=BC, **fixed, **kwargs,
-                 enable_fp_fusion=False)
+    kernel[grid](*args, R, C, BR=BR, BC=BC, **fixed, **constexprs, enable_fp_fusion=False)
 
 
 def fp4_operand(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from .blocks import Layout
 from .hadamard import SIGN_POLICIES, check_size
 from .nvfp4 import ORDERS
@@ -104,3 +106,17 @@ class QuantSpec:
             raise ValueError("rht needs 1D blocks: weights with 2D tiles are never transformed "
                              "(paper Sec. 4.3)")
         object.__setattr__(self, "layout", layout)
+
+    @property
+    def bf16_exact(self) -> bool:
+        """Whether BF16 holds this quantizer's ``local`` (element value x block scale) exactly:
+        FP4, an E2M1 value (2 significant bits) times an E4M3 (4 bits) or E8M0 scale, within
+        fp32's exponent range. FP8 locals carry fp32 scales."""
+        return self.fmt in FP4_FORMATS
+
+
+def check_local_dtype(spec: QuantSpec, local_dtype: torch.dtype) -> None:
+    """A ``local`` is computed in fp32 and may be returned in bf16 only where that is exact."""
+    if local_dtype != torch.float32 and (local_dtype != torch.bfloat16 or not spec.bf16_exact):
+        raise ValueError(f"local_dtype={local_dtype} is not exact for {spec.fmt}: use "
+                         "torch.float32 (bfloat16 only for nvfp4 and mxfp4)")

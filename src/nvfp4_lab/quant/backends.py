@@ -30,20 +30,11 @@ import torch
 
 from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
-from ..formats.spec import FP4_FORMATS
+from ..formats.spec import check_local_dtype
 
 
 class BackendError(RuntimeError):
     """A backend is unavailable or failed its self-test."""
-
-
-def check_local_dtype(spec: QuantSpec, local_dtype: torch.dtype) -> None:
-    """bf16 holds an FP4 local exactly (an E2M1 value times an E4M3 / E8M0 scale has at most
-    6 significant bits); anything else is computed and returned in fp32."""
-    if local_dtype != torch.float32 and (local_dtype != torch.bfloat16
-                                         or spec.fmt not in FP4_FORMATS):
-        raise ValueError(f"local_dtype={local_dtype} is not exact for {spec.fmt}: use "
-                         "torch.float32 (bfloat16 only for nvfp4 and mxfp4)")
 
 
 class Backend:
@@ -88,7 +79,6 @@ class TritonBackend(Backend):
         self._fallbacks: set = set()
 
     def operand(self, x, spec, *, seed=0, stream=None, signs=None, local_dtype=torch.float32):
-        check_local_dtype(spec, local_dtype)
         if spec not in self._fallbacks and not self._kernels.supported(spec):
             self._fallbacks.add(spec)
             warnings.warn(f"backend triton: no fused kernel for {spec}; the reference "
@@ -126,9 +116,6 @@ def _biased_for_rne(spec: QuantSpec, device) -> tuple[torch.Tensor, float]:
     return x.to(device), 1.0 + 0.5 * p_up
 
 
-LOCAL_DTYPES = {False: (torch.float32,), True: (torch.float32, torch.bfloat16)}  # by is-FP4
-
-
 _BITS = {torch.float32: torch.int32, torch.bfloat16: torch.int16}
 
 
@@ -144,7 +131,8 @@ def self_test(backend: Backend, specs, device: torch.device | str = "cpu") -> No
         for dtype in (torch.float32, torch.bfloat16):
             x = _sample(spec, device, dtype)
             stream = Stream(layer=3, step=7, gemm=2, operand=1)
-            for local_dtype in LOCAL_DTYPES[spec.fmt in FP4_FORMATS]:
+            dtypes = (torch.float32, torch.bfloat16) if spec.bf16_exact else (torch.float32,)
+            for local_dtype in dtypes:
                 got = backend.operand(x, spec, seed=11, stream=stream, local_dtype=local_dtype)
                 want = reference.operand(x, spec, seed=11, stream=stream,
                                          local_dtype=local_dtype)

@@ -17,9 +17,9 @@ by ``local_dtype``, and BF16 activations, gradients or weights) a BF16 GEMM with
 (``torch.mm(..., out_dtype=torch.float32)``, torch >= 2.8, cuBLAS with FP32 accumulation);
 otherwise FP32 operands in an FP32 GEMM. The two compute the same products exactly (two values
 of at most 8 significant bits multiply exactly in FP32) and accumulate in FP32; only the order
-of the sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the bytes and
-runs on the BF16 tensor cores, at several times the FP32 rate. The CPU keeps the FP32 matmul:
-there is no BF16 GEMM with FP32 output for it.
+of the sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the
+bytes and runs on the BF16 tensor cores, at several times the FP32 rate. The CPU keeps the
+FP32 matmul: there is no BF16 GEMM with FP32 output for it.
 
 A GEMM whose operands are both high precision runs exactly as ``nn.Linear`` would (same
 dtype, same matmuls), so an unquantized recipe, or a layer after its precision switch, is
@@ -37,7 +37,6 @@ from typing import NamedTuple
 import torch
 
 from ..formats import QuantSpec
-from ..formats.spec import FP4_FORMATS
 
 
 class Parts(NamedTuple):
@@ -54,7 +53,7 @@ class Parts(NamedTuple):
 
     def for_saving(self, op) -> Parts:
         """FP4 parts (of Operand ``op``) are exact in BF16: half the memory of FP32."""
-        if op.spec is not None and op.spec.fmt in FP4_FORMATS:
+        if op.spec is not None and op.spec.bf16_exact:
             return self._replace(local=self.local.to(torch.bfloat16))
         return self
 
@@ -62,7 +61,7 @@ class Parts(NamedTuple):
 def local_dtype(spec: QuantSpec, device: torch.device) -> torch.dtype:
     """The dtype a quantized operand's local is produced in on ``device``: BF16 for FP4 on
     CUDA (exact, and the BF16 GEMM's input), else FP32."""
-    return torch.bfloat16 if device.type == "cuda" and spec.fmt in FP4_FORMATS else torch.float32
+    return torch.bfloat16 if device.type == "cuda" and spec.bf16_exact else torch.float32
 
 
 def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
