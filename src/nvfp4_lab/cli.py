@@ -64,7 +64,18 @@ def run(argv: list[str]) -> int:
         train(cfg, Path(hc.runtime.output_dir), multirun=hc.mode == RunMode.MULTIRUN)
 
     app()
+    _close_process_group()
     return 1 if SweepSummary.failed else 0
+
+
+def _close_process_group() -> None:
+    """Destroy a DDP process group before the interpreter exits: left to the exit-time
+    destructors, gloo's worker threads can abort the process ("terminate called without an
+    active exception", SIGABRT) after a run that succeeded."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 def prepare_data(argv: list[str]) -> int:
