@@ -2,10 +2,10 @@
 
 Three calls, each equal byte for byte to its reference in ``nvfp4_lab.formats``:
 
-    operand(x, spec, seed=, stream=, signs=) -> (local, scale), ``fake_quantize_parts``'s
-        local = fp32 element value x block decode scale in x's shape, scale = NVFP4's fp32
-        0-d global decode scale A / 2688 (None for other formats): the emulated GEMM's input;
-        the GEMM applies ``scale`` to its output.
+    operand(x, spec, seed=, stream=, signs=) -> (local, amax), ``fake_quantize_parts``'s
+        local = fp32 element value x block decode scale in x's shape, amax = NVFP4's fp32
+        0-d tensor amax (None for other formats): the emulated GEMM's input;
+        the GEMM scales its output by ``gemm_alpha`` of the amaxes.
     quantize(x, spec, seed=, stream=, signs=) -> QTensor, ``formats.quantize``'s storage
         form: packed E2M1 codes (uint8 [..., L_pad / 2]) or fp8 bytes, block scales
         (E4M3 / E8M0 bytes, fp32 for FP8) and NVFP4's amax, in the canonical layout (blocked
@@ -48,7 +48,7 @@ def supported(spec: QuantSpec) -> bool:
 
 def operand(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0, stream: Stream | None = None,
             signs: torch.Tensor | None = None, local_dtype: torch.dtype = torch.float32):
-    """x [any shape], fp32/bf16/fp16 -> (local [x.shape], global decode scale or None).
+    """x [any shape], fp32/bf16/fp16 -> (local [x.shape], NVFP4 amax or None).
 
     local_dtype: fp32 (``fake_quantize_parts``'s), or bf16 for FP4 specs, whose locals it
     holds exactly: the FP4 kernels then write bf16 (half the bytes), otherwise fp32 is cast.
@@ -92,7 +92,7 @@ def quantize(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0, stream: Stream 
 
 def operand_and_quantize(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
                          stream: Stream | None = None, signs: torch.Tensor | None = None):
-    """x [any shape] -> (local, scale, QTensor): ``operand``'s and ``quantize``'s results.
+    """x [any shape] -> (local, amax, QTensor): ``operand``'s and ``quantize``'s results.
 
     For FP4 specs with a storage kernel one pass-2 launch writes ``local`` and the codes from
     the same registers (NVFP4: after one amax pass), instead of two full quantizations;
@@ -103,5 +103,5 @@ def operand_and_quantize(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
                 quantize(x, spec, seed=seed, stream=stream, signs=signs))
     key, rht_signs = runtime_inputs(x, spec, seed, stream, signs)
     out = fp4.fp4_quantize(x, spec, key, rht_signs, local=True, codes=True)
-    return (out.local, out.global_scale,
+    return (out.local, out.amax,
             QTensor(spec, out.data, out.scales, out.amax, x.shape, rht_signs))

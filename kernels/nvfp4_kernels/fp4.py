@@ -4,7 +4,7 @@ What is computed
 ----------------
 ``fp4_quantize`` writes, on request, what ``nvfp4_lab.formats.fake_quantize_parts(x, spec)``
 returns, bit for bit: ``local`` (fp32, x's shape) = E2M1 element value x fp32 block decode
-scale, with NVFP4's fp32 0-d global decode scale A / 2688 (None for MXFP4); and the fields of
+scale, with NVFP4's fp32 0-d tensor amax (None for MXFP4); and the fields of
 ``formats.quantize(x, spec)``'s QTensor: packed E2M1 codes, E4M3 / E8M0 scale bytes (storage
 layout of ``_storage``) and NVFP4's amax A. One kernel writes either or both from the same
 registers (constexprs ``LOCAL`` and ``CODES``); ``fp4_operand`` and ``fp4_storage`` are the
@@ -36,8 +36,8 @@ Passes over memory
   loads A from the device, and writes its outputs. With an RHT both passes rotate the tile
   they load (``rht.py``): the butterfly is recomputed rather than the rotated tensor stored
   and re-read. No host synchronisation: A stays on the
-  device, and the returned global scale is the reference's own ``global_decode_scale`` (a
-  torch op on the 0-d amax), so it equals the reference on each device.
+  device, and the GEMM derives its alpha from it with the reference's own torch ops
+  (``formats.nvfp4.gemm_alpha``), so it equals the reference on each device.
 * MXFP4: one pass (no tensor amax).
 * Pass 2 writes 4 bytes an element (``local``) and / or, with ``CODES``, half a byte an
   element and one a block (packed codes, scale bytes): 9/16 of a byte an element for NVFP4
@@ -89,7 +89,6 @@ import triton.language as tl
 
 from nvfp4_lab.formats import QuantSpec
 from nvfp4_lab.formats.hadamard import check_divides
-from nvfp4_lab.formats.nvfp4 import global_decode_scale
 
 from ._bits import (
     block_amax_bits,
@@ -289,11 +288,6 @@ class FP4Out(NamedTuple):
     scales: torch.Tensor | None
     amax: torch.Tensor | None
 
-    @property
-    def global_scale(self) -> torch.Tensor | None:
-        """NVFP4's fp32 0-d global decode scale A / 2688, the reference's own op on A."""
-        return None if self.amax is None else global_decode_scale(self.amax)
-
 
 def _rht_args(x: torch.Tensor, spec: QuantSpec, signs: torch.Tensor | None, along_r: bool):
     """The RHT's kernel arguments: (signs_ptr, norm), constexprs, and (rht_r, rht_c)."""
@@ -313,7 +307,7 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
                  codes: bool = False, local_dtype: torch.dtype = torch.float32) -> FP4Out:
     """x [any shape], fp32/bf16/fp16 (other dtypes cast to fp32, as the reference does) ->
     ``FP4Out`` with ``local`` and / or the storage form, from one pass-2 kernel (NVFP4: after
-    the amax pass). Equal bit for bit to ``fake_quantize_parts`` (local, global scale) and
+    the amax pass). Equal bit for bit to ``fake_quantize_parts`` (local, amax) and
     ``formats.quantize`` (data, scales, amax) with the same SR key and RHT signs.
 
     key: int64 [2] SR key (``rng.key_tensor``) on x's device when ``spec.rounding == "sr"``,
@@ -369,10 +363,10 @@ def _launch(name: str, P: int, R: int, C: int, BR: int, BC: int, codes: bool, rh
 def fp4_operand(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
                 signs: torch.Tensor | None = None, local_dtype: torch.dtype = torch.float32
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """x [any shape] -> (local [x.shape] in local_dtype, NVFP4 global decode scale fp32 0-d
+    """x [any shape] -> (local [x.shape] in local_dtype, NVFP4 tensor amax fp32 0-d
     or None), equal to ``fake_quantize_parts(x, spec, ...)`` bit for bit (``fp4_quantize``)."""
     out = fp4_quantize(x, spec, key, signs, local_dtype=local_dtype)
-    return out.local, out.global_scale
+    return out.local, out.amax
 
 
 def fp4_storage(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,

@@ -4,7 +4,7 @@
 fp32 ``local`` = fp32(q) * scale_inv of every element, in x's shape. ``fp8_storage(x, spec)``
 returns the same quantization in storage form, ``formats.quantize``'s data (the fp8 bytes of
 q) and scales (fp32 scale_inv) in the storage layout of ``_storage``. Per block (``formats/fp8.py``,
-TE's ``scale_from_amax_tensor``, `implementations.md` §1.8):
+TE's ``scale_from_amax_tensor``; docs/numerics.md, FP8):
 
     amax      = max |x| over the block            (zero padding never changes it)
     scale     = min(rdiv(fp8_max, amax), FLT_MAX) correctly rounded: ``tl.div_rn``
@@ -30,7 +30,7 @@ A program loads a tile ``[BR, NB, TC]`` (NB blocks of TC columns side by side, B
 reduces over the block's axes; everything after the load is elementwise.
 
 The rounding is written with bit operations, because the interpreter's fp32 -> fp8 cast is
-not RNE (``triton_notes.md``); the same code is exact on a GPU:
+not RNE (docs/triton.md); the same code is exact on a GPU:
 
 * normal range (a >= 2^emin): round the 23-bit mantissa to 3 (E4M3) or 2 (E5M2) bits, half to
   even, on the raw bits: add half an ulp minus one plus the lowest kept bit, shift it out;

@@ -9,8 +9,8 @@
 
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
 in ``NVFP4_LAB_SUBCOMMAND``: when Lightning re-executes this script for its DDP workers (argv =
-the overrides only), the child finds ``run`` there (``ecosystem.md`` §2.9). A first argument
-that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``.
+the overrides only), the child finds ``run`` there (docs/architecture.md, Command line). A
+first argument that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``.
 """
 from __future__ import annotations
 
@@ -20,17 +20,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .configs import conf_dir, conf_source
+
 ENV = "NVFP4_LAB_SUBCOMMAND"
-REPO = Path(__file__).resolve().parents[2]
-
-
-def conf_dir() -> Path:
-    """``$NVFP4_LAB_CONF``, else the checkout's ``conf/``."""
-    path = Path(os.environ.get("NVFP4_LAB_CONF", REPO / "conf"))
-    if not (path / "config.yaml").exists():
-        raise SystemExit(f"nvfp4-lab: no config.yaml in {path}; set NVFP4_LAB_CONF to the conf/ "
-                         "directory of an nvfp4-lab checkout")
-    return path
+REPO = Path(__file__).resolve().parents[2]   # a checkout's root: only ``bench`` needs it
 
 
 def shared_run_dir(argv: list[str]) -> list[str]:
@@ -111,7 +104,7 @@ def info(argv: list[str]) -> int:
     except ImportError:
         triton = "not installed"
     print(f"backends: reference, compiled; triton {triton}")
-    print(f"conf: {conf_dir()}")
+    print(f"conf: {conf_source().describe()}")
     if "--no-compile" in argv:
         return 0
     x = torch.randn(64, 256)

@@ -50,17 +50,17 @@ pytestmark = interpreter_warnings
 
 # ----------------------------------------------------------------------------- helpers
 def check(x: torch.Tensor, spec: QuantSpec, seed: int = 0, stream: Stream | None = None):
-    """Kernel vs eager reference on x's device: local and scale bit for bit."""
+    """Kernel vs eager reference on x's device: local and amax bit for bit."""
     key = (key_tensor(seed, (stream or Stream()).ids(), x.device)
            if spec.rounding == "sr" else None)
-    local, scale = fp4.fp4_operand(x, spec, key)
-    ref_local, ref_scale = fake_quantize_parts(x, spec, seed=seed, stream=stream)
+    local, amax = fp4.fp4_operand(x, spec, key)
+    ref_local, ref_amax = fake_quantize_parts(x, spec, seed=seed, stream=stream)
     assert_bits_equal(local, ref_local)
-    if ref_scale is None:
-        assert scale is None
+    if ref_amax is None:
+        assert amax is None
     else:
-        assert scale.dim() == 0
-        assert_bits_equal(scale, ref_scale, "scale")
+        assert amax.dim() == 0
+        assert_bits_equal(amax, ref_amax, "amax")
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -91,12 +91,12 @@ def test_bf16_local_is_the_reference_local(layout, case):
     be the reference's fp32 local, which bf16 holds exactly, cast."""
     spec = LAYOUTS[layout]
     x = adversarial(case, spec)
-    local, scale = fp4.fp4_operand(x, spec, None, local_dtype=torch.bfloat16)
-    ref_local, ref_scale = fake_quantize_parts(x, spec)
+    local, amax = fp4.fp4_operand(x, spec, None, local_dtype=torch.bfloat16)
+    ref_local, ref_amax = fake_quantize_parts(x, spec)
     assert local.dtype == BF16
     assert_bits_equal(local.float(), ref_local)
-    if ref_scale is not None:
-        assert_bits_equal(scale, ref_scale, "scale")
+    if ref_amax is not None:
+        assert_bits_equal(amax, ref_amax, "amax")
 
 
 @pytest.mark.parametrize("mode", ["floor", "even"])
@@ -183,12 +183,12 @@ def test_fp16_input():
     check(x, QuantSpec("mxfp4", axis=0))
 
 
-def test_mxfp4_scale_is_none_and_outputs_are_new_fp32():
+def test_mxfp4_amax_is_none_and_outputs_are_new_fp32():
     x = torch.randn(4, 64, generator=gen(14)).bfloat16()
-    local, scale = fp4.fp4_operand(x, QuantSpec("mxfp4"), None)
-    assert scale is None and local.dtype == F32 and local.shape == x.shape
-    local, scale = fp4.fp4_operand(x, QuantSpec("nvfp4"), None)
-    assert scale.dtype == F32 and scale.shape == () and local.data_ptr() != x.data_ptr()
+    local, amax = fp4.fp4_operand(x, QuantSpec("mxfp4"), None)
+    assert amax is None and local.dtype == F32 and local.shape == x.shape
+    local, amax = fp4.fp4_operand(x, QuantSpec("nvfp4"), None)
+    assert amax.dtype == F32 and amax.shape == () and local.data_ptr() != x.data_ptr()
 
 
 def test_empty_tensor():
@@ -196,8 +196,8 @@ def test_empty_tensor():
     raises) gives A = 0."""
     x = torch.empty(0, 32)
     check(x, QuantSpec("mxfp4"))
-    local, scale = fp4.fp4_operand(x, QuantSpec("nvfp4"), None)
-    assert local.shape == x.shape and scale.item() == 0.0
+    local, amax = fp4.fp4_operand(x, QuantSpec("nvfp4"), None)
+    assert local.shape == x.shape and amax.item() == 0.0
 
 
 def test_supports():

@@ -219,13 +219,16 @@ def test_reference_fallbacks():
         nvfp4_kernels.quantize(torch.ones(24, 32), QuantSpec("nvfp4", axis=0, rht=16))
 
 
-def test_operand_is_the_dequantized_storage():
-    """operand's local times its global scale is what the stored form decodes to."""
+def test_operand_is_the_stored_form_before_its_tensor_scale():
+    """operand's local is the stored element values times their block scales (1x16 blocks
+    along the last axis, cropped), and its amax the stored amax."""
     x = cases.adversarial("lognormal", QuantSpec("nvfp4")).bfloat16()
     spec = QuantSpec("nvfp4", rounding="sr")
-    local, scale = nvfp4_kernels.operand(x, spec, seed=4)
+    local, amax = nvfp4_kernels.operand(x, spec, seed=4)
     q = nvfp4_kernels.quantize(x, spec, seed=4)
-    cases.assert_bits_equal(local * scale, q.dequantize())
+    by_hand = q.values() * q.scales.float().repeat_interleave(16, dim=-1)
+    cases.assert_bits_equal(local, by_hand[..., : x.shape[-1]])
+    cases.assert_bits_equal(amax, q.amax, "amax")
 
 
 @pytest.mark.parametrize("spec", [
@@ -241,13 +244,13 @@ def test_operand_and_quantize_in_one_pass(spec):
     with mock.patch.object(nvfp4_kernels.fp4, "_launch",
                            side_effect=lambda name, *a, **k: (launches.append(name),
                                                               real_launch(name, *a, **k))):
-        local, scale, q = nvfp4_kernels.operand_and_quantize(x, spec, seed=6, stream=stream)
-    want_local, want_scale = fake_quantize_parts(x, spec, seed=6, stream=stream)
+        local, amax, q = nvfp4_kernels.operand_and_quantize(x, spec, seed=6, stream=stream)
+    want_local, want_amax = fake_quantize_parts(x, spec, seed=6, stream=stream)
     cases.assert_bits_equal(local, want_local)
-    if want_scale is None:
-        assert scale is None
+    if want_amax is None:
+        assert amax is None
     else:
-        cases.assert_bits_equal(scale, want_scale, "global scale")
+        cases.assert_bits_equal(amax, want_amax, "amax")
     want = quantize(x, spec, seed=6, stream=stream)
     assert_bytes_equal(q.data, want.data, "data", nan_as_nan=spec.fmt == "fp8_e4m3")
     assert q.spec == spec and q.shape == x.shape

@@ -1,6 +1,6 @@
 """Independent transcription of Transformer Engine's reference NVFP4 quantizer (RNE path).
 
-Written from `reference/implementations.md` §1.3 (algorithm) and §1.4 (E2M1 threshold
+Written from docs/numerics.md, NVFP4 (algorithm) and E2M1 (threshold
 table) only, without looking at nvfp4_lab.formats, so the byte-equality tests compare two
 independent readings of the same description. Finite inputs only (TE leaves NaN/Inf
 undefined). Every step is IEEE FP32 arithmetic on torch tensors (never Python floats, which
@@ -23,7 +23,7 @@ INV6 = torch.tensor(1.0 / 6.0, dtype=F32)      # fp32(1/6) = 0.16666667163372
 E4M3_MAX = torch.tensor(448.0, dtype=F32)
 ORDERS = ("te", "te_v2_8")
 
-# §1.4: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are codes 0..7; bit 3 is the sign.
+# docs/numerics.md, E2M1: magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6 are codes 0..7; bit 3 is the sign.
 E2M1_MAGNITUDES = torch.tensor([0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0], dtype=F32)
 THRESHOLDS = torch.tensor([0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0], dtype=F32)
 # A tie at a threshold goes to the even code. Below 0.25, 1.25, 2.5, 5 sits an even code
@@ -33,7 +33,7 @@ TIES_UP = torch.tensor([0.75, 1.75, 3.5], dtype=F32)
 
 
 def e2m1_magnitude_code(a: torch.Tensor) -> torch.Tensor:
-    """|y| in [0, 6] (fp32) -> code 0..7 by the §1.4 table: the number of thresholds
+    """|y| in [0, 6] (fp32) -> code 0..7 by the E2M1 table: the number of thresholds
     strictly below a, plus one when a is exactly a tie that rounds up."""
     a = a.to(F32).contiguous()
     below = torch.searchsorted(THRESHOLDS, a, right=False)     # #{t : t < a}
@@ -77,14 +77,14 @@ def e4m3_bytes(v: torch.Tensor) -> torch.Tensor:
 
 
 def global_scales(amax: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """§1.3 steps 2-3: S_enc = min(2688 / A, FLT_MAX) (0 -> 1), S_dec = fp32(1 / S_enc)."""
+    """NVFP4 steps 2-3: S_enc = min(2688 / A, FLT_MAX) (0 -> 1), S_dec = fp32(1 / S_enc)."""
     s_enc = torch.minimum(torch.tensor(2688.0, dtype=F32) / amax, FLT_MAX)
     s_enc = torch.where(s_enc == 0, torch.ones_like(s_enc), s_enc)
     return s_enc, torch.tensor(1.0, dtype=F32) / s_enc
 
 
 def block_scale(block_amax: torch.Tensor, s_enc: torch.Tensor, order: str) -> torch.Tensor:
-    """§1.3 step 5: the block decode scale as an E4M3-representable fp32 value."""
+    """NVFP4 step 5: the block decode scale as an E4M3-representable fp32 value."""
     if order == "te":
         s = block_amax * (s_enc * INV6)
     elif order == "te_v2_8":
@@ -134,3 +134,32 @@ def pad2d(x: torch.Tensor, rows: int = 1, cols: int = 16) -> torch.Tensor:
     r, c = x.shape[-2], x.shape[-1]
     pr, pc = (-r) % rows, (-c) % cols
     return torch.nn.functional.pad(x, (0, pc, 0, pr))
+
+
+# ------------------------------------------------------------------- decode and GEMM
+# Written from TE's dequantize kernel (common/cast/nvfp4/dequantize_nvfp4.cuh: one
+# ``final_scale = float(s_b) * amax * factor_inv`` per block, factor_inv = float(1 / 2688),
+# then ``e2m1 * final_scale``) and TE's reference ``qgemm`` (custom_recipes/
+# quantization_nvfp4.py: per 16-wide K block, the FP32 partial products scaled by the outer
+# product of the two blocks' scales, accumulated in FP32, then times
+# alpha = (A_x * A_w) / (6 * 6 * 448 * 448)).
+FACTOR_INV = torch.tensor(1.0 / 2688.0, dtype=F32)
+
+
+def te_dequantize(codes: torch.Tensor, scales: torch.Tensor, amax: torch.Tensor) -> torch.Tensor:
+    """codes uint8 [M, K], scales e4m3 [M, K/16], amax fp32 0-d -> fp32 [M, K]."""
+    final_scale = (scales.float() * amax) * FACTOR_INV              # [M, K/16], two roundings
+    return e2m1_decode(codes) * final_scale.repeat_interleave(16, dim=-1)
+
+
+def te_qgemm(cx: torch.Tensor, sx: torch.Tensor, ax: torch.Tensor,
+             cw: torch.Tensor, sw: torch.Tensor, aw: torch.Tensor) -> torch.Tensor:
+    """Y = X W^T from codes [M, K] / [N, K], scales [M, K/16] / [N, K/16], amaxes: fp32 [M, N]."""
+    vx, vw = e2m1_decode(cx), e2m1_decode(cw)
+    y = torch.zeros(cx.shape[0], cw.shape[0], dtype=F32)
+    for k in range(cx.shape[1] // 16):
+        blk = slice(16 * k, 16 * k + 16)
+        partial = vx[:, blk] @ vw[:, blk].T
+        y = y + torch.outer(sx[:, k].float(), sw[:, k].float()) * partial
+    alpha = (ax * aw) / torch.tensor(6.0 * 6.0 * 448.0 * 448.0, dtype=F32)
+    return alpha * y

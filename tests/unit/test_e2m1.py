@@ -1,4 +1,4 @@
-"""E2M1 element functions (nvfp4_lab.formats.e2m1) against implementations.md §1.4.
+"""E2M1 element functions (nvfp4_lab.formats.e2m1) against docs/numerics.md, E2M1.
 
 Grid {0, 0.5, 1, 1.5, 2, 3, 4, 6}, codes 0..7, bit 3 the sign; round-to-nearest-even by the
 threshold table ([0, 0.25] -> 0, (0.25, 0.75) -> 0.5, [0.75, 1.25] -> 1, ..., > 5 -> 6);
@@ -15,7 +15,7 @@ from nvfp4_lab.formats import e2m1
 F32 = torch.float32
 INF = torch.tensor(float("inf"))
 GRID = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
-# tie t -> (value just below t, value at t, value just above t), from the §1.4 table
+# tie t -> (value just below t, value at t, value just above t), from the E2M1 table
 TIES = {0.25: (0.0, 0.0, 0.5), 0.75: (0.5, 1.0, 1.0), 1.25: (1.0, 1.0, 1.5),
         1.75: (1.5, 2.0, 2.0), 2.5: (2.0, 2.0, 3.0), 3.5: (3.0, 4.0, 4.0),
         5.0: (4.0, 4.0, 6.0)}
@@ -55,7 +55,7 @@ def test_every_tie_and_its_fp32_neighbours():
 
 
 def test_rne_matches_threshold_table_densely():
-    """round_rne == the §1.4 table (te_reference transcription) on 400 ulps around every
+    """round_rne == the E2M1 table (te_reference transcription) on 400 ulps around every
     threshold and grid point, and on 200k uniform draws in [0, 6]."""
     pts = list(TIES) + GRID
     x = torch.cat([ulps_around(v, 200) for v in pts] +

@@ -1,5 +1,5 @@
 """FP8 E4M3 / E5M2 current scaling (per tensor, 1x128 blocks, 128x128 tiles) against an
-independent transcription of TE's ``scale_from_amax_tensor`` (implementations.md §1.8):
+independent transcription of TE's ``scale_from_amax_tensor`` (docs/numerics.md, FP8):
 
     scale = fp8_max / amax  (FLT_MAX if that overflows; 2^floor(log2 scale) with pow2;
                              1 if amax == 0)

@@ -1,8 +1,8 @@
 """Random Hadamard transform (hadamard.py): the matrix, the butterfly, round trips, sign
 policies, outlier spreading, and how ``quantize(..., rht=...)`` uses it.
 
-References: `reference/implementations.md` §1.6 (TE's R = diag(s) H16 / 4, sign vector
-0xD7E8, amax after the transform, BF16 output) and `reference/paper.md` §3.3 (Eq. 6).
+References: docs/numerics.md, Random Hadamard transform (TE's R = diag(s) H16 / 4, sign vector
+0xD7E8, amax after the transform, BF16 output) and paper App. C (Eq. 6).
 """
 from __future__ import annotations
 

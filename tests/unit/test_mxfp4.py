@@ -1,6 +1,6 @@
 """MXFP4 against exact arithmetic written here (Python floats and math.frexp, never log2).
 
-E8M0 rules (paper §2.1 / App. B.4, implementations.md §1.8, §2.3), per block amax a:
+E8M0 rules (paper App. B.4; docs/numerics.md, MXFP4), per block amax a:
     ceil  (default, TE reference / RCEIL): k = ceil(log2(fp32(a / 6)))
     floor (OCP):                           k = floor(log2 a) - 2
     even  (torchao EVEN):                  k = floor(log2 a') - 2, a' = a with its mantissa

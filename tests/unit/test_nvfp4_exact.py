@@ -1,5 +1,5 @@
 """Byte equality of quantize(x, "nvfp4") with an independent transcription of TE's
-reference quantizer (tests/unit/te_reference.py, written from implementations.md §1.3-1.4).
+reference quantizer (tests/unit/te_reference.py, written from docs/numerics.md, NVFP4 and E2M1).
 
 Every comparison is exact: E2M1 codes, packed nibbles, E4M3 scale bytes, amax bits, and the
 dequantized / fake-quantized values bit for bit. Inputs are finite (TE does not define
@@ -13,11 +13,11 @@ import torch
 from te_reference import (
     INV6,
     block_scale,
-    e2m1_decode,
     e4m3_bytes,
     e4m3_round,
     global_scales,
     pad2d,
+    te_dequantize,
     te_nvfp4_reference,
 )
 
@@ -54,12 +54,13 @@ def reference(x: torch.Tensor, order: str, block) -> tuple:
 
 
 def decode(codes, scales, amax, block, shape) -> torch.Tensor:
-    """(e2m1 * fp32(scale)) * fp32(amax / 2688), cropped to shape."""
+    """TE's dequantize, e2m1 * ((fp32(scale) * amax) * fp32(1/2688)), cropped to shape."""
     s = scales.float()
-    for dim, b in zip((-2, -1), block):
-        if b > 1:
-            s = s.repeat_interleave(b, dim=dim)
-    x = (e2m1_decode(codes) * s) * (amax / torch.tensor(2688.0, dtype=F32))
+    if tuple(block) == (16, 16):  # one scale per tile: per row of 1x16 blocks, as TE stores it
+        s = s.repeat_interleave(16, dim=-2)
+    lead = codes.shape[:-1]
+    x = te_dequantize(codes.reshape(-1, codes.shape[-1]), s.reshape(-1, s.shape[-1]), amax)
+    x = x.reshape(*lead, -1)
     if tuple(block) == (1, 16):
         return x[..., : shape[-1]]
     return x[..., : shape[-2], : shape[-1]]
@@ -137,7 +138,7 @@ def test_fp16_input(make, block, order):
 
 
 # --------------------------------------------------------------------- E2M1 ties
-# §1.4: for each tie t: (code just below t, code at t, code just above t)
+# docs/numerics.md, E2M1: for each tie t: (code just below t, code at t, code just above t)
 TIE_CODES = {0.25: (0, 0, 1), 0.75: (1, 2, 2), 1.25: (2, 2, 3), 1.75: (3, 4, 4),
              2.5: (4, 4, 5), 3.5: (5, 6, 6), 5.0: (6, 6, 7)}
 
@@ -185,7 +186,7 @@ def test_e2m1_ties_and_neighbours(dtype, k, block, order):
     js = (-9, -8, -3, 0, 4, 8) if dtype != F16 else (-9, -4, 0, 3)
     x, want = tie_case(dtype, k, js, block)
     q, (codes, scales, _) = check(x, order, block)
-    # the construction works as intended: the transcription gives the §1.4 table's codes
+    # the construction works as intended: the transcription gives the E2M1 table's codes
     m = want >= 0
     assert torch.equal(codes[m].to(torch.int16), want[m])
     exp = sorted({2.0 ** j for j in js} | {448.0})
@@ -304,7 +305,8 @@ def test_blocks_along_another_axis(order):
 
 
 def test_2d_tiles_are_transpose_invariant():
-    """§1.3: the columnwise copy of a 16x16-tiled weight is the transpose of the rowwise."""
+    """docs/numerics.md, NVFP4: the columnwise copy of a 16x16-tiled weight is the transpose of
+    the rowwise."""
     w = heavy_tailed((48, 80), seed=4).to(BF16)
     a = quantize(w, "nvfp4", block=(16, 16))
     b = quantize(w.T, "nvfp4", block=(16, 16))
@@ -340,6 +342,22 @@ def test_orderings_differ_and_te_follows_v2_14(A):
     # order="te" agrees with the >= 2.14 transcription only
     assert (bits(q_new.scales) != bits(s_old)).any()
     assert (bits(q_old.scales) != bits(s_new)).any()
+
+
+# ------------------------------------------------------------------------ decoding
+@pytest.mark.parametrize("dtype", (F32, BF16))
+def test_decode_is_te_dequantize_not_a_over_2688(dtype):
+    """Over 64 tensors whose amaxes span many binades, dequantize() is TE's dequantize kernel
+    bit for bit, and the test can tell: the earlier (e2m1 * s_b) * fp32(A / 2688) differs
+    from it in the last bit somewhere."""
+    differs = 0
+    for seed in range(64):
+        x = binades((16, 64), seed=100 + seed, lo=-30, hi=30).to(dtype)
+        q, (codes, scales, amax) = check(x, "te", (1, 16))
+        old = (q.values() * scales.float().repeat_interleave(16, -1)) * (
+            amax / torch.tensor(2688.0))
+        differs += int((bits(old) != bits(q.dequantize())).any())
+    assert differs > 0
 
 
 # --------------------------------------------------------------- E4M3 scale cases

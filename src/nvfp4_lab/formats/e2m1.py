@@ -6,7 +6,7 @@ E2M1 has one sign, two exponent and one mantissa bit; its magnitudes are
 near 6, clip to [-6, 6], then round each element to this grid:
 
 * **Round-to-nearest-even** follows Transformer Engine's reference threshold table
-  (`implementations.md` §1.4): |y| <= 0.25 -> 0, < 0.75 -> 0.5, <= 1.25 -> 1, < 1.75 -> 1.5,
+  (docs/numerics.md, E2M1): |y| <= 0.25 -> 0, < 0.75 -> 0.5, <= 1.25 -> 1, < 1.75 -> 1.5,
   <= 2.5 -> 2, < 3.5 -> 3, <= 5 -> 4, else 6. Ties go to the even code (0, 1, 2, 4).
 * **Stochastic rounding** (paper Sec. 4.4, gradients only) rounds up with probability equal to
   the fractional position f between the two neighbouring grid points. Two flavours:

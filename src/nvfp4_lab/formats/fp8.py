@@ -5,7 +5,7 @@ operands to E4M3 with scales computed online from the current amax and stored in
 1x128 blocks for activations and gradients, 128x128 tiles for weights. This is TE's
 ``Float8BlockScaling`` with FP32 scales; TE's per-tensor ``Float8CurrentScaling`` is the same
 rule with the whole tensor as one block. The scale rule is TE's ``scale_from_amax_tensor``
-(`implementations.md` §1.8), per block:
+(docs/numerics.md, FP8), per block:
 
     scale     = fp8_max / a_b          (FLT_MAX if that overflows; 1 if a_b == 0)
     scale     = 2^floor(log2 scale)    only with pow2_scales (TE's default for block scaling)

@@ -12,11 +12,11 @@ of d consecutive elements along the axis becomes v . R = ((v * s) . H_d) / sqrt(
 
 What we do differently from Transformer Engine, and why:
 * The product with H_d is a fast Walsh-Hadamard butterfly (log2 d stages of pairwise
-  sums and differences), not a matmul. The butterfly fixes the order of every FP32 addition,
-  so eager, torch.compile and Triton agree bit for bit; a BLAS matmul leaves the order to the
-  library. TE computes x . R in BF16 with FP32 accumulation; both round once to BF16, and they
-  agree exactly whenever a chunk spans fewer than ~16 binades (its partial sums are then
-  exact in FP32), which covers all but adversarial data (`implementations.md` §1.6).
+  sums and differences), not a matmul. The butterfly fixes the order of every FP32 addition, so
+  eager, torch.compile and Triton agree bit for bit; a BLAS matmul leaves the order to the library.
+  TE computes x . R in BF16 with FP32 accumulation; both round once to BF16, and they agree exactly
+  whenever a chunk spans fewer than ~16 binades (its partial sums are then exact in FP32), which
+  covers all but adversarial data (docs/numerics.md, Random Hadamard transform).
 * Any power-of-two size 2..256, not just 16. The 1/sqrt(d) factor is exact for d a power of
   four (16, 64, 256: TE's 0.25 for d = 16); for the other sizes it is fp32(1/sqrt(d)), one
   extra rounding.

@@ -5,7 +5,7 @@ its elements as E2M1 values of x / 2^k (paper Sec. 2, App. B.4). How k follows f
 amax a is what distinguishes the variants (``scales.e8m0_exponent``):
 
 * ``ceil`` (default): k = ceil(log2(a / 6)), the paper's "round the decode scale up", TE's
-  reference MXFP4 (`implementations.md` §1.8) and torchao's ``RCEIL``. The block amax never
+  reference MXFP4 (docs/numerics.md, MXFP4) and torchao's ``RCEIL``. The block amax never
   saturates, but a block whose amax is just above 3 * 2^k uses only {0 .. 3}: the worked
   example of App. B.4 (amax = 3 + delta quantizes to 3, one binade and four grid points lost).
 * ``floor``: the OCP spec and microxcaling (``round="even"``): k = floor(log2 a) - 2, so

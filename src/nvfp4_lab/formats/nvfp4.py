@@ -4,7 +4,7 @@ NVFP4 is a two-level microscaling format (paper Sec. 2, App. B, Eq. 1-5). The FP
 scale moves the whole tensor into the range that FP4 x E4M3 can represent; each block's E4M3
 scale then moves the block into the FP4 range, so the block amax lands on 6 at near-FP8
 precision. This module reproduces Transformer Engine's reference quantizer bit for bit
-(codes, E4M3 scale bytes and amax; `implementations.md` §1.3). All arithmetic is FP32 with
+(codes, E4M3 scale bytes and amax; docs/numerics.md, NVFP4). All arithmetic is FP32 with
 round-to-nearest-even:
 
     A      = max |x|                                   tensor amax (after the RHT, if any)
@@ -21,10 +21,13 @@ scale 0, so it decodes to zeros; its nonzero elements, multiplied by enc_b = FLT
 to codes +-6 (TE's reference writes the same bytes). Between that and 2^-6/448 the scale is
 an E4M3 subnormal.
 
-Decoding: x_hat = (e2m1 * fp32(s_b)) * fp32(A / 2688). The first product is exact (2 + 4
-significant bits), so a decoded value is rounded once. A block-scaled tensor core computes
-the same thing: per-block products scaled by both operands' s_b, the two global factors
-applied to the FP32 output (Eq. 5).
+Decoding follows TE's dequantize kernel (``dequantize_nvfp4.cuh``; TE's reference quantizer
+has no decode of its own): x_hat = e2m1 * ((fp32(s_b) * A) * fp32(1/2688)), each product
+rounded to FP32. The ``torchao`` order decodes as torchao does, e2m1 * (fp32(A/2688) * s_b).
+A GEMM never decodes: a block-scaled tensor core multiplies e2m1 * s_b (exact: 2 + 4
+significant bits) with FP32 accumulation and scales its FP32 output once by
+alpha = fp32(A_x * A_w) / 2688^2 (Eq. 5; TE's ``qgemm``), see ``gemm_alpha``.
+(``docs/numerics.md`` says why the decode and the GEMM round differently.)
 
 Orderings (``order``), since users compare against each:
 * ``te`` (default): TE >= 2.14 and its CUDA kernels, as above.
@@ -50,6 +53,7 @@ ORDERS = ("te", "te_v2_8", "torchao")
 _INV6 = float(torch.tensor(1.0 / 6.0, dtype=torch.float32))  # fp32(1/6) = 0.16666667163...
 _E4M3_MIN_NORMAL = 2.0 ** -6
 _RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688
+_INV_RANGE = float(torch.tensor(1.0 / _RANGE, dtype=torch.float32))  # fp32(1/2688), TE's factor_inv
 
 
 def tensor_amax(block_amax: torch.Tensor) -> torch.Tensor:
@@ -108,7 +112,8 @@ def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: s
 
 
 def global_decode_scale(amax: torch.Tensor) -> torch.Tensor:
-    """fp32(A / 2688): the tensor-level factor of every decoded value.
+    """fp32(A / 2688): the tensor-level factor torchao decodes with, and the GEMM's alpha
+    when only one operand is NVFP4.
 
     Divided tensor by tensor: CUDA computes ``tensor / python_number`` as a multiplication by
     the scalar's reciprocal (a different result for ~1/5 of amaxes), the CPU divides; a
@@ -117,6 +122,24 @@ def global_decode_scale(amax: torch.Tensor) -> torch.Tensor:
     return amax / torch.full_like(amax, _RANGE)
 
 
-def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor) -> torch.Tensor:
-    """q: fp32 E2M1 values (blocked view); s_b: e4m3, broadcasting onto q -> fp32 values."""
-    return (q * s_b.float()) * global_decode_scale(amax)
+def gemm_alpha(amax_a: torch.Tensor, amax_b: torch.Tensor | None = None) -> torch.Tensor:
+    """The factor a block-scaled GEMM applies to its FP32 output. fp32 0-d.
+
+    Two NVFP4 operands: fp32(A_a * A_b) / 2688^2, correctly rounded (TE's reference ``qgemm``;
+    2688^2 = 7225344 is exact in fp32). One: A / 2688.
+    """
+    if amax_b is None:
+        return global_decode_scale(amax_a)
+    return (amax_a * amax_b) / torch.full_like(amax_a, _RANGE * _RANGE)
+
+
+def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor,
+                      order: str = "te") -> torch.Tensor:
+    """q: fp32 E2M1 values (blocked view); s_b: e4m3, broadcasting onto q -> fp32 values.
+
+    te / te_v2_8: q * ((s_b * A) * fp32(1/2688)), TE's dequantize kernel;
+    torchao: q * (fp32(A / 2688) * s_b), torchao's ``NVFP4Tensor.dequantize``.
+    """
+    if order == "torchao":
+        return q * (global_decode_scale(amax) * s_b.float())
+    return q * ((s_b.float() * amax) * _INV_RANGE)

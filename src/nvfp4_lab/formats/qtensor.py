@@ -79,14 +79,16 @@ class QTensor:
 
 
 def _scaled_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax=None) -> torch.Tensor:
-    """values * block scales (* NVFP4's A / 2688 if amax is given), in the blocked view.
+    """values * block scales, in the blocked view; NVFP4 with ``amax``: the decoded values
+    (``nvfp4.dequantize_blocks``), else the GEMM's local operand.
 
     Scaling happens before the padding is sliced off: inductor (torch 2.13, CPU) miscompiles
     a pointwise op applied after that slice (it reads past the written buffer).
     """
     if spec.fmt == "nvfp4":
-        xb = values * scales.float()
-        return xb if amax is None else xb * nvfp4.global_decode_scale(amax)
+        if amax is None:
+            return values * scales.float()
+        return nvfp4.dequantize_blocks(values, scales, amax, spec.order)
     if spec.fmt == "mxfp4":
         return mxfp4.dequantize_blocks(values, scales)
     return fp8.dequantize_blocks(values, scales)
@@ -98,7 +100,7 @@ def decode_local(values: torch.Tensor, spec: QuantSpec, scales,
 
     For FP4 formats every product is exact (an E2M1 value has 2 significant bits, an E4M3 or
     E8M0 scale at most 4), so it is what a block-scaled tensor core multiplies; NVFP4's tensor
-    scale is left out, to be applied to the GEMM output.
+    amax is left out, to be applied to the GEMM output (``nvfp4.gemm_alpha``).
     """
     if spec.fmt == "bf16":
         return values
@@ -110,8 +112,8 @@ def dequantize_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax,
                       shape: torch.Size) -> torch.Tensor:
     """Element values (fp32 blocked view) and keepdim scales -> fp32 tensor of ``shape``.
 
-    Shared by QTensor.dequantize and fake_quantize, so that both decode identically: the
-    ``decode_local`` values times NVFP4's global decode scale A / 2688, rounded once.
+    Shared by QTensor.dequantize and fake_quantize, so that both decode identically (NVFP4:
+    TE's dequantize arithmetic, ``nvfp4.dequantize_blocks``).
     """
     if spec.fmt == "bf16":
         return values

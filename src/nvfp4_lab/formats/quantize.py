@@ -126,7 +126,7 @@ def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.T
 def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     local = decode_local(values, spec, scales, x.shape)
-    return local, (nvfp4.global_decode_scale(amax) if spec.fmt == "nvfp4" else None)
+    return local, (amax if spec.fmt == "nvfp4" else None)
 
 
 @functools.cache
@@ -166,11 +166,11 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
 def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
                         stream: Stream | None = None, signs: torch.Tensor | None = None,
                         backend: str = "eager", **spec_fields):
-    """A GEMM operand as a block-scaled tensor core sees it: (local, scale).
+    """A GEMM operand as a block-scaled tensor core sees it: (local, amax).
 
     local: fp32 [x.shape], element value x block decode scale (exact for FP4 formats);
-    scale: NVFP4's fp32 0-d global decode scale A / 2688 (None for other formats), which the
-    GEMM applies to its output. ``local * scale`` equals ``fake_quantize(x, ...)`` in fp32.
+    amax: NVFP4's fp32 0-d tensor amax (None for other formats), from which the GEMM scales
+    its output (``nvfp4.gemm_alpha``). For MXFP4 and FP8 ``local`` is ``fake_quantize(x)``.
     """
     _check_backend(backend)
     spec = make_spec(spec, **spec_fields)

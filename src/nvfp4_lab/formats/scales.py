@@ -3,11 +3,11 @@
 E4M3 ("fn" variant): no infinities, max 448, min normal 2^-6, min subnormal 2^-9, NaN = 0x7F.
 A scale is clamped to 448 first, then cast with round-to-nearest-even by torch's
 ``float8_e4m3fn`` conversion, which is the reference RNE (the Triton kernels round with bit
-operations instead, see ``triton_notes.md``).
+operations instead, see docs/triton.md).
 
 E8M0: a bare biased exponent, 2^(e - 127) for e in 0..254, 0xFF = NaN. The exponent is derived
 from the FP32 bit pattern, never from ``log2`` (torch.log2 is off by one for arguments a few
-ulps above a power of two, `implementations.md` §2.3). For an FP4 block with amax a:
+ulps above a power of two; docs/numerics.md, E4M3 and E8M0 scales). For an FP4 block with amax a:
 
 * ``ceil`` (default; the paper's round-up, App. B.4; TE's reference; cuBLAS/torchao RCEIL):
   k = ceil(log2(fp32(a / 6))): the exponent of a/6 plus one unless its mantissa is zero.

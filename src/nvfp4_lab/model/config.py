@@ -1,11 +1,11 @@
 """``ModelConfig``: the shape of the transformer, as one flat dataclass.
 
-The fields are the knobs of the paper's 1.2B "Nemotron Transformer" card (``paper.md`` §4.0,
-App. A.3, Table 5): model width, depth, query and key/value heads (GQA), the FFN width as a
-multiple of the model width (3x in the paper), and RoPE's base. The dataclass is also the
-Hydra schema of ``conf/model/*.yaml``, so it holds plain types only (omegaconf 2.3 rejects
-``typing.Literal``) and every bad value is refused when the config is built, with the key and
-the fix in the message, rather than as a shape error deep inside a forward pass.
+The fields are the knobs of the paper's 1.2B "Nemotron Transformer" card (paper App. A.3, Table 5;
+docs/experiments.md, Models): model width, depth, query and key/value heads (GQA), the FFN width as
+a multiple of the model width (3x in the paper), and RoPE's base. The dataclass is also the Hydra
+schema of ``conf/model/*.yaml``, so it holds plain types only (omegaconf 2.3 rejects
+``typing.Literal``) and every bad value is refused when the config is built, with the key and the
+fix in the message, rather than as a shape error deep inside a forward pass.
 
 ``vocab_size = 0`` means "not known yet": the runner sets it from the tokenizer before the
 model is built; ``Transformer`` refuses a config that still says 0. ``lr`` is not a model

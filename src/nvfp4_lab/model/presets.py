@@ -1,9 +1,9 @@
 """Named model sizes, from a CPU-minutes toy to the paper's 1.2B ablation model.
 
-Every preset is the paper's 1.2B block (``paper.md`` §4.0, App. A.3) scaled down: FFN at 3x,
-GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
-fits NVFP4's 16-element and MXFP4's 32-element blocks, FP8's 128-blocks, and RHT sizes up to
-128). Non-embedding parameters (every block plus the final norm; ``Transformer.num_params()``)
+Every preset is the paper's 1.2B block (paper App. A.3; docs/experiments.md, Models) scaled down:
+FFN at 3x, GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
+fits NVFP4's 16-element and MXFP4's 32-element blocks, FP8's 128-blocks, and RHT sizes up to 128).
+Non-embedding parameters (every block plus the final norm; ``Transformer.num_params()``)
 are, with H query heads, K key/value heads and hd = D / H:
 
     N = L * (D * (H + 2K) * hd  +  D^2  +  2 * ffn_mult * D^2  +  2D)  +  D

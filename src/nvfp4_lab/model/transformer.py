@@ -1,11 +1,12 @@
 """The decoder-only transformer of the paper's 1.2B ablation model, at any size.
 
-The paper runs most of its ablations on a 1.2B "Nemotron Transformer" (``paper.md`` §4.0,
-App. A.3): 20 blocks of self-attention plus FFN, model dim 2048, FFN 6144 (3x), head dim 128,
-16 query heads sharing 8 key/value heads (GQA), squared-ReLU FFN, RoPE, no dropout, no linear
-biases, separate embedding and output weights. The norm is not stated; RMSNorm is inferred
-from the paper's hybrid models. ``Transformer(cfg)`` builds that block at the size the config
-asks for (``presets.py`` names five, from a CPU-sized ``nano`` up to ``paper_1b2``):
+The paper runs most of its ablations on a 1.2B "Nemotron Transformer" (paper App. A.3;
+docs/experiments.md, Models): 20 blocks of self-attention plus FFN, model dim 2048, FFN 6144
+(3x), head dim 128, 16 query heads sharing 8 key/value heads (GQA), squared-ReLU FFN, RoPE, no
+dropout, no linear biases, separate embedding and output weights. The norm is not stated;
+RMSNorm is inferred from the paper's hybrid models. ``Transformer(cfg)`` builds that block at
+the size the config asks for (``presets.py`` names five, from a CPU-sized ``nano`` up to
+``paper_1b2``):
 
     idx [B, T] -> tok_emb -> blocks[0..L-1] -> norm -> lm_head -> logits [B, T, V]
 
@@ -19,8 +20,8 @@ blocks are the ``nn.ModuleList`` named ``blocks``; each holds exactly four ``nn.
 (``attn.qkv``, ``attn.proj``, ``mlp.fc1``, ``mlp.fc2``: the GEMMs the paper quantizes), each
 called on ``[B, T, in]`` activations; the embedding, norms, the attention BMMs inside SDPA and
 the untied ``lm_head`` (outside the blocks) are what the paper keeps in high precision
-(``paper.md`` §3.5). q, k and v come from one fused ``qkv`` linear, as in Megatron, so each
-block is quantized as four GEMMs, not six.
+(docs/experiments.md, High precision). q, k and v come from one fused ``qkv`` linear, as in
+Megatron, so each block is quantized as four GEMMs, not six.
 """
 from __future__ import annotations
 

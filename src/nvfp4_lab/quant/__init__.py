@@ -1,7 +1,7 @@
 """Quantized training: the paper's recipe as a linear layer with per-GEMM control.
 
 A linear layer Y = X W^T runs three GEMMs per step, and the paper's findings are about which
-operand of which GEMM gets which treatment (``paper.md`` §3.2, paper Fig. 5):
+operand of which GEMM gets which treatment (paper Fig. 5; docs/experiments.md, The recipe):
 
     Fprop  Y  = X . W^T    X 1x16 RNE along in-features;  W 16x16 tiles, RNE
     Dgrad  dX = dY . W     dY 1x16 along out-features, stochastic rounding;  W: Fprop's tiles,
@@ -9,9 +9,10 @@ operand of which GEMM gets which treatment (``paper.md`` §3.2, paper Fig. 5):
     Wgrad  dW = dY^T . X   both 1x16 along tokens after a 16-point random Hadamard transform;
                            dY with SR, X with RNE
 
-Everything else stays high precision (§3.5): embeddings, the LM head, norms, the attention
-BMMs and softmax; master weights, weight gradients and optimizer state are FP32; a few blocks
-at the end (about 15-20% of the linear layers) are not quantized at all.
+Everything else stays high precision (docs/experiments.md, High precision): embeddings, the LM
+head, norms, the attention BMMs and softmax; master weights, weight gradients and optimizer
+state are FP32; a few blocks at the end (about 15-20% of the linear layers) are not quantized
+at all.
 
 The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
 
@@ -21,7 +22,7 @@ The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
     sr, sr_mode     which operands round stochastically             E02, E05, E07
     quantize        which operands are quantized at all             E04, E11
     high_precision  {first, last, names}: blocks/layers kept BF16   E02, E05, E06
-    switch          {at, passes}: BF16 from a step on               E04
+    switch          {at_step | at_fraction, passes}: BF16 late on   E04
 
 ``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16).
 ``operand_plan(recipe)`` turns a recipe into six operand quantizers; ``QuantLinear``

@@ -1,8 +1,8 @@
 """Backends: who computes a quantized GEMM operand.
 
 Every backend implements one call, ``operand(x, spec, seed=, stream=, signs=, local_dtype=)``,
-returning ``(local, scale)`` exactly as ``formats.fake_quantize_parts`` does (local: element x
-block scale; scale: NVFP4's global decode scale or None). ``local`` is fp32, or bf16 on request
+returning ``(local, amax)`` exactly as ``formats.fake_quantize_parts`` does (local: element x
+block scale; amax: NVFP4's tensor amax or None). ``local`` is fp32, or bf16 on request
 for FP4 formats, where bf16 holds it exactly (``gemm.local_dtype``): the triton kernels write
 bf16 directly, the others cast. The GEMMs themselves are ordinary matmuls in ``gemm.py``
 whatever the backend.
@@ -30,6 +30,7 @@ import torch
 
 from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
+from ..formats.nvfp4 import gemm_alpha
 from ..formats.spec import check_local_dtype
 
 
@@ -44,8 +45,8 @@ class Backend:
                 stream: Stream | None = None, signs: torch.Tensor | None = None,
                 local_dtype: torch.dtype = torch.float32):
         check_local_dtype(spec, local_dtype)
-        local, scale = self._parts(x, spec, seed, stream, signs)
-        return local.to(local_dtype), scale
+        local, amax = self._parts(x, spec, seed, stream, signs)
+        return local.to(local_dtype), amax
 
     def _parts(self, x, spec, seed, stream, signs):
         return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
@@ -137,7 +138,7 @@ def self_test(backend: Backend, specs, device: torch.device | str = "cpu") -> No
                 want = reference.operand(x, spec, seed=11, stream=stream,
                                          local_dtype=local_dtype)
                 for name, a, b in (("values", got[0], want[0]),
-                                   ("global scale", got[1], want[1])):
+                                   ("tensor amax", got[1], want[1])):
                     if (a is None) != (b is None) or (a is not None and not _same(a, b)):
                         raise BackendError(f"backend {backend.name}: {name} differ from the "
                                            f"reference for {spec} on {dtype} input "
@@ -152,8 +153,8 @@ def _check_unbiased(backend: Backend, spec: QuantSpec, device, draws: int = 8) -
     low = x != FP4_MAX
     total = 0.0
     for s in range(draws):
-        local, scale = backend.operand(x, spec, seed=s, stream=Stream(step=s))
-        total += float((local if scale is None else local * scale)[low].sum())
+        local, amax = backend.operand(x, spec, seed=s, stream=Stream(step=s))
+        total += float((local if amax is None else local * gemm_alpha(amax))[low].sum())
     count = int(low.sum()) * draws
     mean = total / count
     # each draw is 1.0 or 1.5: variance 0.25 p (1 - p) <= 0.0625; allow 6 standard errors

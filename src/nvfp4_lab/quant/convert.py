@@ -2,10 +2,10 @@
 
 Candidates are the linear layers inside the model's transformer blocks (the ``nn.ModuleList``
 named by ``blocks``, or found as the longest ModuleList holding linear layers). Everything
-outside the blocks stays as it is (``paper.md`` §3.5): a linear layer there, such as the LM
-head, gets a report row saying so; embeddings, norms, the attention BMMs and softmax are not
-linear layers and are never touched. A candidate
-stays high precision if the recipe's ``high_precision`` selects its block or its name.
+outside the blocks stays as it is (docs/experiments.md, High precision): a linear layer there,
+such as the LM head, gets a report row saying so; embeddings, norms, the attention BMMs and
+softmax are not linear layers and are never touched. A candidate stays high precision if the
+recipe's ``high_precision`` selects its block or its name.
 
 The converter fails loudly rather than train something else than was asked for: a name
 pattern that matches no layer, more blocks selected than the model has, or a layer whose

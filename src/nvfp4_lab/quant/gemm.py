@@ -6,11 +6,12 @@
 
 Each operand goes through its own quantizer (``recipe.operand_plan``) and becomes
 ``Parts``: the element values times their block scales (exact: an E2M1 value times an E4M3
-or E8M0 scale fits in BF16), plus NVFP4's per-tensor decode scale. The GEMM multiplies the
-parts with FP32 accumulation and applies both tensor scales to the output, which is what a
-block-scaled tensor core computes, up to the order of the FP32 sums (``paper.md`` §1.3,
-Eq. 5). Its output is rounded to the compute dtype (BF16 under autocast, as in the paper;
-else the input dtype).
+or E8M0 scale fits in BF16), plus NVFP4's tensor amax. The GEMM multiplies the parts with
+FP32 accumulation, always at full FP32 precision (``full_fp32``), and applies one alpha from
+both amaxes to the output (``formats.nvfp4.gemm_alpha``, as TE's GEMM does), which is what a
+block-scaled tensor core computes, up to the order of the FP32 sums (paper Eq. 5;
+docs/numerics.md, Emulated GEMM). Its output is rounded to the compute dtype (BF16 under
+autocast, as in the paper; else the input dtype).
 
 Which matmul: when both operands are BF16 tensors on a GPU (FP4 parts, produced in BF16 there
 by ``local_dtype``, and BF16 activations, gradients or weights) a BF16 GEMM with FP32 output
@@ -32,24 +33,26 @@ not re-quantized). A 1D Dgrad weight is quantized from the FP32 master in backwa
 """
 from __future__ import annotations
 
+import contextlib
 from typing import NamedTuple
 
 import torch
 
 from ..formats import QuantSpec
+from ..formats.nvfp4 import gemm_alpha
 
 
 class Parts(NamedTuple):
     """A GEMM operand: local [rows, cols] (element x block scale, or the high-precision
-    tensor), scale (fp32 0-d tensor decode scale or None), quantized."""
+    tensor), amax (NVFP4's fp32 0-d tensor amax, else None), quantized."""
 
     local: torch.Tensor
-    scale: torch.Tensor | None
+    amax: torch.Tensor | None
     quantized: bool
 
     @property
     def T(self) -> Parts:
-        return Parts(self.local.t(), self.scale, self.quantized)
+        return Parts(self.local.t(), self.amax, self.quantized)
 
     def for_saving(self, op) -> Parts:
         """FP4 parts (of Operand ``op``) are exact in BF16: half the memory of FP32."""
@@ -64,17 +67,42 @@ def local_dtype(spec: QuantSpec, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if device.type == "cuda" and spec.bf16_exact else torch.float32
 
 
+# the flag that lets an FP32 matmul round its inputs: TF32 on CUDA, TF32 or BF16 in oneDNN
+_FP32_PRECISION = {"cuda": torch.backends.cuda.matmul, "cpu": torch.backends.mkldnn.matmul}
+
+
+@contextlib.contextmanager
+def full_fp32(device: torch.device):
+    """FP32 matmuls on ``device`` at full precision inside the block, whatever the user's
+    ``torch.set_float32_matmul_precision`` says; the setting is restored afterwards.
+
+    TF32 keeps 10 mantissa bits of each input: FP4 locals survive it, but FP8 locals (FP32
+    block scales) and high-precision operands do not, so a global "high" would silently
+    change the emulated products.
+    """
+    flag = _FP32_PRECISION.get(device.type)
+    if flag is None or flag.fp32_precision == "ieee":
+        yield
+        return
+    previous, flag.fp32_precision = flag.fp32_precision, "ieee"
+    try:
+        yield
+    finally:
+        flag.fp32_precision = previous
+
+
 def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
-    """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, tensor scales on the output."""
+    """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, NVFP4's alpha on the output."""
     if not (a.quantized or b.quantized):
         return a.local @ b.local
     if a.local.dtype == b.local.dtype == torch.bfloat16 and a.local.is_cuda:
         y = torch.mm(a.local, b.local, out_dtype=torch.float32)  # exact products, FP32 sums
     else:
-        y = a.local.float() @ b.local.float()
-    scales = [s for s in (a.scale, b.scale) if s is not None]
-    if scales:
-        y = y * (scales[0] * scales[1] if len(scales) == 2 else scales[0])
+        with full_fp32(a.local.device):
+            y = a.local.float() @ b.local.float()
+    amaxes = [t for t in (a.amax, b.amax) if t is not None]
+    if amaxes:
+        y = y * gemm_alpha(*amaxes)
     return y.to(out_dtype)
 
 
@@ -110,9 +138,9 @@ class QuantGemm(torch.autograd.Function):
                                plan, {"fprop": signs_f, "wgrad": signs_w})
         wx = wx.for_saving(plan[plan["wgrad.x"].reuse or "wgrad.x"])
         saved_w = saved_w.for_saving(plan["fprop.w"]) if saved_w else None
-        ctx.save_for_backward(weight, wx.local, wx.scale,
+        ctx.save_for_backward(weight, wx.local, wx.amax,
                               saved_w.local if saved_w else None,
-                              saved_w.scale if saved_w else None,
+                              saved_w.amax if saved_w else None,
                               x2 if layer.state.collect_stats else None)
         ctx.flags = (wx.quantized, saved_w.quantized if saved_w else False)
         ctx.layer, ctx.plan, ctx.cd, ctx.x_meta = layer, plan, cd, (x.shape, x.dtype)
@@ -120,7 +148,7 @@ class QuantGemm(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dy):
-        weight, wx_local, wx_scale, w_local, w_scale, x_hp = ctx.saved_tensors
+        weight, wx_local, wx_amax, w_local, w_amax, x_hp = ctx.saved_tensors
         layer, plan, cd = ctx.layer, ctx.plan, ctx.cd
         x_shape, x_dtype = ctx.x_meta
         dx = dw = None
@@ -132,14 +160,14 @@ class QuantGemm(torch.autograd.Function):
                 ddy = layer.operand(dy2, "dgrad.dy", plan, cd, signs_d)
             if ctx.needs_input_grad[0]:
                 if plan["dgrad.w"].reuse:
-                    dw_op = Parts(w_local, w_scale, ctx.flags[1])
+                    dw_op = Parts(w_local, w_amax, ctx.flags[1])
                 else:
                     dw_op = layer.operand(weight, "dgrad.w", plan, cd, signs_d)
                 dx = gemm(ddy, dw_op, cd).reshape(x_shape).to(x_dtype)  # [M, K]
             if ctx.needs_input_grad[1]:
                 wdy = ddy if plan["wgrad.dy"].reuse else layer.operand(
                     dy2, "wgrad.dy", plan, cd, signs_w)
-                wx = Parts(wx_local, wx_scale, ctx.flags[0])
+                wx = Parts(wx_local, wx_amax, ctx.flags[0])
                 dw = gemm(wdy.T, wx, cd).to(weight.dtype)  # [N, M] @ [M, K] -> [N, K]
                 if x_hp is not None:
                     layer.record_wgrad_error(dw, dy2, x_hp)

@@ -7,7 +7,8 @@ move freely between quantized and unquantized models. It adds what the GEMMs nee
 * ``index``: the layer's position among the converted layers; with the run seed, the step,
   the micro-batch, the GEMM and the operand slot it keys the stochastic-rounding bits and the
   RHT signs (``formats/rng.py``), so a run is reproducible and a resumed run draws the bits
-  an uninterrupted one would.
+  an uninterrupted one would. The SR bits of activations and gradients are also keyed by the
+  data-parallel rank (``QuantState.replica``), those of weights are not.
 * ``state``: a ``QuantState`` shared by all layers of a model, which the training loop
   advances (``step``, ``micro``) and which switches statistics on for one step in K.
 * ``backend``: who quantizes (``backends.py``).
@@ -32,13 +33,16 @@ from .recipe import AXIS, GEMMS, GemmPlan, Recipe, gemm_of, operand_plan, switch
 class QuantState:
     """Per-model runtime state. step: optimizer step; micro: micro-batch within the step;
     max_steps: the run length (for fractional switches); collect_stats: record per-layer
-    statistics on the next forward/backward."""
+    statistics on the next forward/backward; replica: this process's data-parallel rank
+    (the trainer's global rank under DDP/FSDP, 0 in a single process), which keys the SR
+    bits of activations and gradients but not of weights (``QuantLinear.stream``)."""
 
     seed: int = 0
     step: int = 0
     micro: int = 0
     max_steps: int | None = None
     collect_stats: bool = False
+    replica: int = 0
 
 
 class QuantLinear(nn.Linear):
@@ -77,10 +81,15 @@ class QuantLinear(nn.Linear):
     # --- called by QuantGemm -------------------------------------------------------------
 
     def stream(self, op: str) -> Stream:
+        """The random stream of operand ``op``. Activations and gradients (x, dy) are each
+        rank's own, so they carry the data-parallel rank: replicas draw independent SR bits
+        and the all-reduce averages their noise down. The weight (w) is replicated (DDP) or
+        all-gathered in full before the GEMM (FSDP), so it keeps replica 0 and every rank
+        quantizes it identically. Rank 0 and single-process runs get the pre-replica key."""
         gemm, slot = op.split(".")
         return Stream(layer=self.index, step=self.state.step, gemm=GEMMS.index(gemm),
                       operand=0 if slot == "dy" or gemm == "fprop" and slot == "x" else 1,
-                      call=self.state.micro)
+                      call=self.state.micro, replica=0 if slot == "w" else self.state.replica)
 
     def signs(self, gemm: str, plan: GemmPlan) -> torch.Tensor | None:
         """The RHT sign vector shared by both operands of ``gemm`` (None: no transform)."""

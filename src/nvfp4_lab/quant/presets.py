@@ -2,7 +2,7 @@
 
     nvfp4        the full method (Sec. 4): 2D 16x16 weights, RHT 16 on Wgrad, SR on gradients,
                  the last 20% of blocks in BF16 (the 1.2B model's "last 4 of 20", as a
-                 fraction so that it scales to small models, `paper.md` §6.1)
+                 fraction so that it scales to small models, docs/experiments.md, Small scale)
     nvfp4_base   the appendix base method (E.1): every layer NVFP4, 1x16 everywhere, RNE,
                  no RHT, no 2D
     mxfp4        Sec. 5: the full method in MXFP4, RHT 32 on Wgrad, 2D 32x32 weights

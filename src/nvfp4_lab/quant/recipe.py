@@ -4,7 +4,8 @@ A ``Recipe`` is plain data (it is what ``conf/quant/*.yaml`` holds) and every fi
 validated when it is built, naming the field and the allowed values. ``operand_plan`` turns
 it into six per-operand decisions, the ``GemmPlan`` that a ``QuantLinear`` executes.
 
-The six operands (``paper.md`` §3.2; X: [tokens, in], W: [out, in], dY: [tokens, out]):
+The six operands (docs/experiments.md, The recipe), with X: [tokens, in], W: [out, in] and
+dY: [tokens, out]:
 
     fprop.x   X  in Y  = X . W^T, blocks along in-features
     fprop.w   W  in Y  = X . W^T, blocks along in-features (2D: 16x16 tiles)
@@ -138,30 +139,46 @@ class HighPrecision:
 
 @dataclass(frozen=True)
 class Switch:
-    """Switch ``passes`` to high precision from step ``at`` on (paper App. D, E04): an int is
-    a step, a float in (0, 1] a fraction of the run's steps; None never switches."""
+    """Switch ``passes`` to high precision for the rest of the run (paper App. D, E04), from
+    optimizer step ``at_step`` (int >= 0) or from a fraction ``at_fraction`` (float in [0, 1])
+    of the run's steps, step round(at_fraction * max_steps). Set one of the two; neither never
+    switches."""
 
-    at: int | float | None = None
+    at_step: int | None = None
+    at_fraction: float | None = None
     passes: str = "both"
 
     def __post_init__(self):
         _choice("switch.passes", self.passes, PASSES)
-        a = self.at
-        if a is not None and (isinstance(a, bool) or not isinstance(a, (int, float)) or a < 0
-                              or (isinstance(a, float) and a > 1)):
-            raise ValueError(f"switch.at={a!r} must be a step (int >= 0), a fraction of the "
-                             f"run (float in [0, 1]) or null")
+        s, f = self.at_step, self.at_fraction
+        if s is not None and f is not None:
+            raise ValueError(f"switch.at_step={s!r} and switch.at_fraction={f!r} are both set; "
+                             f"set one of switch.at_step, switch.at_fraction (the other null)")
+        if s is not None and (isinstance(s, bool) or not isinstance(s, int) or s < 0):
+            fix = (f"; for a fraction of the run use switch.at_fraction={s!r}"
+                   if isinstance(s, float) and 0 <= s <= 1 else "")
+            raise ValueError(f"switch.at_step={s!r} must be an optimizer step (int >= 0) or "
+                             f"null{fix}")
+        if f is not None:
+            if isinstance(f, bool) or not isinstance(f, (int, float)) or not 0 <= f <= 1:
+                number = isinstance(f, (int, float)) and not isinstance(f, bool)
+                fix = (f"; to switch at step {int(f)} use switch.at_step={int(f)}"
+                       if number and float(f).is_integer() and f > 1 else "")
+                raise ValueError(f"switch.at_fraction={f!r} must be a fraction of the run's "
+                                 f"steps (float in [0, 1]) or null{fix}")
+            object.__setattr__(self, "at_fraction", float(f))
 
     def step(self, max_steps: int | None) -> int | None:
         """The first high-precision step, or None."""
-        if self.at is None:
+        if self.at_step is not None:
+            return self.at_step
+        if self.at_fraction is None:
             return None
-        if isinstance(self.at, int):
-            return self.at
         if not max_steps:
-            raise ValueError(f"switch.at={self.at} is a fraction of the run; the number of "
-                             f"steps is unknown (set train.max_steps)")
-        return round(self.at * max_steps)
+            raise ValueError(f"switch.at_fraction={self.at_fraction} is a fraction of the run; "
+                             f"the number of steps is unknown (set train.max_steps, or use "
+                             f"switch.at_step)")
+        return round(self.at_fraction * max_steps)
 
     def off(self, gemm: str) -> bool:
         """True if ``gemm`` is one of the passes that switch."""
@@ -255,9 +272,19 @@ class Recipe:
         return from_dict(d)
 
 
+# recipe keys that were removed, and what to write instead
+REMOVED = {
+    "switch.at": "set switch.at_step (the optimizer step to switch at, int >= 0) or "
+                 "switch.at_fraction (a fraction of the run's steps, float in [0, 1])",
+}
+
+
 def _build(cls, d: dict, prefix: str = ""):
     names = [f.name for f in dataclasses.fields(cls) if f.init]
     for k in d:
+        if f"{prefix}{k}" in REMOVED:
+            raise ValueError(f"{prefix}{k}={d[k]!r}: {prefix}{k} is no longer a recipe key; "
+                             f"{REMOVED[prefix + k]}")
         if k not in names:
             where = f" ({prefix}{k})" if prefix else ""
             raise ValueError(f"unknown recipe key {k!r}{where}; allowed: {', '.join(names)}")

@@ -9,7 +9,8 @@ and FSDP.
 Every quantized GEMM draws its stochastic-rounding bits and RHT signs from (seed, layer, step,
 micro-batch, GEMM, operand), never from a global RNG: ``training_step`` tells the shared
 ``QuantState`` which step and micro-batch it is in, so a resumed run rounds exactly as an
-uninterrupted one.
+uninterrupted one. ``setup`` puts the data-parallel rank into it, which keys the SR bits of
+activations and gradients (not weights), so that DDP/FSDP replicas round independently.
 
 A non-finite loss or gradient stops training (``NonFiniteError``) with the step and the first
 layer that produced a non-finite value named; the exception is raised before the optimizer
@@ -93,6 +94,10 @@ class LMTask(L.LightningModule):
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
 
     def setup(self, stage: str) -> None:
+        # The data-parallel rank keys the SR bits of activations and gradients (not weights),
+        # so DDP/FSDP replicas round independently and the all-reduce averages the noise down;
+        # global rank = data-parallel rank here (no tensor parallelism), 0 in one process.
+        self.qstate.replica = self.global_rank
         # Resolve and self-test the backend here, not in configure_model: Lightning runs that
         # under a torch.device context, which torch.compile cannot trace.
         if self.backend is None:

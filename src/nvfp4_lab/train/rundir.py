@@ -10,7 +10,7 @@
       summary.json         status (running | done | failed | diverged), losses, tokens, speed,
                            backend, device, git SHA, config hash
 
-Rules (``design.md``, ``ecosystem.md`` §2.4): a directory whose ``summary.json`` says ``done``
+Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
 ``resume=never`` refuses any directory that already holds a run. The config hash leaves out
 the keys that do not change what is computed (``resume``, ``trainer.progress``).

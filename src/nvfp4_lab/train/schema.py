@@ -2,7 +2,7 @@
 
 Hydra composes ``conf/config.yaml`` with the chosen group files and the command-line overrides
 onto the dataclasses below, which are registered in Hydra's ConfigStore (the "structured config
-schema" pattern, ``ecosystem.md`` §2.2, §2.5). OmegaConf then refuses, while composing and
+schema" pattern, docs/architecture.md, Configuration). OmegaConf then refuses, while composing and
 before any work is done, a key that the schema does not have (``quant.rht.sise``) and a value
 outside a closed set: the closed sets are Enums built from the tuples that ``quant.recipe``
 validates against, so the message lists the allowed values and the full key:
@@ -82,8 +82,12 @@ class HighPrecisionSchema:
 
 @dataclass
 class SwitchSchema:
-    at: Any = None          # a step (int), a fraction of the run (float), or null: never
+    at_step: Any = None     # the optimizer step to switch at (int >= 0), or null
+    at_fraction: Any = None  # a fraction of the run's steps (float in [0, 1]), or null
     passes: Passes = Passes.both
+    # the removed key, declared so that ``quant.switch.at=...`` reaches ``recipe_of``, which
+    # refuses it naming at_step and at_fraction (OmegaConf would only say "not in schema")
+    at: Any = None
 
 
 @dataclass
@@ -198,7 +202,11 @@ def apply_arm(cfg: DictConfig) -> DictConfig:
 
 def recipe_of(quant: DictConfig) -> Recipe:
     """The composed ``quant`` node as a validated ``Recipe``."""
-    return from_dict(OmegaConf.to_container(quant, resolve=True, enum_to_str=True))
+    d = OmegaConf.to_container(quant, resolve=True, enum_to_str=True)
+    switch = d.get("switch")
+    if isinstance(switch, dict) and "at" in switch and switch["at"] is None:
+        del switch["at"]    # the schema's placeholder for the removed key, unset
+    return from_dict(d)
 
 
 def plain(node: DictConfig, cls):

@@ -51,7 +51,8 @@ def run_length(t: TrainConfig, tokens_per_step: int) -> int:
 
 def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
     """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
-    re-runs the whole sweep (``ecosystem.md`` §6.6). Processes must come from outside."""
+    re-runs the whole sweep (docs/architecture.md, Scaling out). Processes must come from
+    outside."""
     external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
     many = t.devices not in (1, "1", [0]) or t.num_nodes > 1
     if multirun and many and not external:

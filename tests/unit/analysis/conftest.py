@@ -1,4 +1,4 @@
-"""Synthetic run directories: the files a run writes (``design.md``, run-directory contract),
+"""Synthetic run directories: the files a run writes (docs/architecture.md, Run directories),
 made by hand so that every number in them is known."""
 from __future__ import annotations
 

@@ -10,7 +10,8 @@ import yaml
 
 from nvfp4_lab.analysis import collect, find_sweeps, load_paper, write_report
 from nvfp4_lab.analysis.collect import read_metrics
-from nvfp4_lab.cli import conf_dir, main
+from nvfp4_lab.cli import main
+from nvfp4_lab.configs import conf_dir
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

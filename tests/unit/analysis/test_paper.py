@@ -13,10 +13,9 @@ from nvfp4_lab.analysis.paper import (
     PaperResult,
     load_all,
     load_paper,
-    paper_dir,
     paper_ordering_agrees,
 )
-from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.configs import conf_dir, paper_dir
 
 CONF = conf_dir()
 ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))

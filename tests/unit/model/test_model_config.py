@@ -45,8 +45,8 @@ def test_preset_dims_fit_every_block_size(name):
 
 
 def test_paper_preset_is_the_paper_card():
-    """paper.md §4.0, M1.2B: 20 blocks, D 2048, FFN 6144, head dim 128, 16 Q / 8 KV heads,
-    peak LR 1.2e-3, sequence length 8192."""
+    """docs/experiments.md, Models, M1.2B: 20 blocks, D 2048, FFN 6144, head dim 128, 16 Q / 8
+    KV heads, peak LR 1.2e-3, sequence length 8192."""
     c = MODEL_PRESETS["paper_1b2"]
     assert (c.n_layers, c.d_model, c.ffn_dim, c.head_dim, c.n_heads, c.n_kv_heads) == \
         (20, 2048, 6144, 128, 16, 8)

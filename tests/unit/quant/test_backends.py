@@ -30,8 +30,8 @@ class ZeroSR(Backend):
     name = "zero-sr"
 
     def operand(self, x, spec, **kw):
-        local, scale = super().operand(x, spec, **kw)
-        return (torch.zeros_like(local) if spec.rounding == "sr" else local), scale
+        local, amax = super().operand(x, spec, **kw)
+        return (torch.zeros_like(local) if spec.rounding == "sr" else local), amax
 
 
 class NearestSR(Backend):
@@ -42,18 +42,18 @@ class NearestSR(Backend):
         return super().operand(x, dataclasses.replace(spec, rounding="rne"), **kw)
 
 
-class OffByOneScale(Backend):
-    """A broken kernel: the NVFP4 tensor scale one ulp off."""
+class OffByOneAmax(Backend):
+    """A broken kernel: the NVFP4 tensor amax one ulp off."""
     name = "off-by-one"
 
     def operand(self, x, spec, **kw):
-        local, scale = super().operand(x, spec, **kw)
-        return local, None if scale is None else torch.nextafter(scale, scale + 1)
+        local, amax = super().operand(x, spec, **kw)
+        return local, None if amax is None else torch.nextafter(amax, amax + 1)
 
 
-@pytest.mark.parametrize("broken", [ZeroSR, NearestSR, OffByOneScale])
+@pytest.mark.parametrize("broken", [ZeroSR, NearestSR, OffByOneAmax])
 def test_self_test_rejects_broken_backends(broken):
-    specs = SR_SPECS if broken is not OffByOneScale else NVFP4_SPECS[:1]
+    specs = SR_SPECS if broken is not OffByOneAmax else NVFP4_SPECS[:1]
     with pytest.raises(BackendError, match=broken.name):
         self_test(broken(), specs)
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from nvfp4_lab.formats import QuantSpec, fake_quantize_parts
+from nvfp4_lab.formats.nvfp4 import gemm_alpha
 from nvfp4_lab.quant import Backend
 from nvfp4_lab.quant.backends import BackendError, CompiledBackend, self_test
 from nvfp4_lab.quant.gemm import Parts, gemm, local_dtype
@@ -79,8 +80,8 @@ class SignedZeros(Backend):
     name = "signed-zeros"
 
     def operand(self, x, spec, **kw):
-        local, scale = super().operand(x, spec, **kw)
-        return torch.where(local == 0, -torch.zeros_like(local), local), scale
+        local, amax = super().operand(x, spec, **kw)
+        return torch.where(local == 0, -torch.zeros_like(local), local), amax
 
 
 class Fp32Always(Backend):
@@ -107,13 +108,75 @@ def test_bf16_gemm_equals_fp32_gemm_up_to_summation_order():
     backend = Backend()
     parts = []
     for t, spec in ((x, QuantSpec("nvfp4")), (w, QuantSpec("nvfp4", block=(16, 16)))):
-        local, scale = backend.operand(t, spec, local_dtype=torch.bfloat16)
-        parts.append(Parts(local, scale, True))
+        local, amax = backend.operand(t, spec, local_dtype=torch.bfloat16)
+        parts.append(Parts(local, amax, True))
     a, b = parts[0], parts[1].T
     y16 = gemm(a, b, torch.float32)
     y32 = gemm(a._replace(local=a.local.float()), b._replace(local=b.local.float()),
                torch.float32)
     bound = 2 * 1024 * 2.0 ** -24 * (a.local.float().abs() @ b.local.float().abs())
-    bound = bound * a.scale * b.scale
+    bound = bound * gemm_alpha(a.amax, b.amax)
     assert ((y16 - y32).abs() <= bound).all()
     assert not torch.equal(y16, torch.zeros_like(y16))
+
+
+# ------------------------------------------------------------------ FP32 means FP32
+class MatmulPrecisionSpy(torch.overrides.TorchFunctionMode):
+    """Records the oneDNN / cuBLAS FP32 precision flags at every matmul call."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        if getattr(func, "__name__", "") in ("matmul", "__matmul__", "mm"):
+            self.seen.append((torch.backends.mkldnn.matmul.fp32_precision,
+                              torch.backends.cuda.matmul.fp32_precision))
+        return func(*args, **(kwargs or {}))
+
+
+@pytest.mark.parametrize("user", ["high", "medium"])
+def test_quantized_gemm_runs_full_fp32_whatever_the_global_precision(user):
+    """A user's set_float32_matmul_precision("high"/"medium") lets oneDNN (CPU) or cuBLAS
+    (CUDA) round FP32 inputs to TF32/BF16. The emulated GEMM's matmul must see "ieee" on its
+    device, and the user's setting must be back afterwards; an unquantized GEMM (nn.Linear
+    semantics) keeps the user's setting."""
+    x, w = torch.randn(32, 64), torch.randn(48, 64)
+    a = Parts(*Backend().operand(x, QuantSpec("fp8_e4m3", block=(1, 32))), True)
+    b = Parts(w.t(), None, False)
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision(user)
+    try:
+        flags = (torch.backends.mkldnn.matmul.fp32_precision,
+                 torch.backends.cuda.matmul.fp32_precision)
+        assert "ieee" not in flags
+        with MatmulPrecisionSpy() as spy:
+            gemm(a, b, torch.float32)
+            gemm(Parts(x, None, False), b, torch.float32)
+        assert spy.seen[0][0] == "ieee"                  # the CPU's flag, for a CPU GEMM
+        assert spy.seen[1] == flags
+        assert (torch.backends.mkldnn.matmul.fp32_precision,
+                torch.backends.cuda.matmul.fp32_precision) == flags
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_tf32_cannot_change_the_emulated_products_on_cuda():
+    """With TF32 on, an FP32 GEMM of FP8 locals (FP32 block scales: up to 24 significant bits
+    per product) computes the FP64 products rounded once to FP32 per term, not TF32's."""
+    g = torch.Generator(device="cuda").manual_seed(0)
+    x = torch.randn(64, 256, device="cuda", generator=g)
+    w = torch.randn(32, 256, device="cuda", generator=g)
+    spec = QuantSpec("fp8_e4m3", block=(1, 128))
+    a = Parts(*Backend().operand(x, spec), True)
+    b = Parts(*Backend().operand(w, spec), True).T
+    torch.set_float32_matmul_precision("high")
+    try:
+        y = gemm(a, b, torch.float32)
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    exact = (a.local.double() @ b.local.double())
+    # FP32 accumulation of K terms: |y - exact| <= K u sum|a||b|; TF32 errs at 2^-11 per term
+    bound = 256 * 2.0 ** -24 * (a.local.double().abs() @ b.local.double().abs())
+    assert ((y.double() - exact).abs() <= bound).all()

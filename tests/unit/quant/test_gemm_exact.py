@@ -3,11 +3,11 @@
     Fprop  Y  = X . W^T     Dgrad  dX = dY . W     Wgrad  dW = dY^T . X
 
 A quantized GEMM is emulated as FP32 matmuls of the "local" operands (element value x block
-decode scale, exact for FP4), times the product of the NVFP4 tensor decode scales (A / 2688),
-rounded once to the compute dtype (``quant/gemm.py``). The hand computations below rebuild
-every operand from ``formats.quantize`` (the QTensor fields: codes, block scales, amax) or
-from ``formats.fake_quantize_parts``, with quantizer specs written out here from the paper's
-recipes (not read from ``operand_plan``), the SR stream
+decode scale, exact for FP4), times TE's qgemm alpha fp32(A_x * A_w) / 2688^2 (written out
+here, not imported), rounded once to the compute dtype (``quant/gemm.py``). The hand
+computations below rebuild every operand from ``formats.quantize`` (the QTensor fields:
+codes, block scales, amax) or from ``formats.fake_quantize_parts``, with quantizer specs
+written out here from the paper's recipes (not read from ``operand_plan``), the SR stream
 
     Stream(layer=index, step, gemm=0/1/2 for fprop/dgrad/wgrad, operand=0 for X or dY and
            1 for W or the Wgrad X, call=micro)
@@ -129,8 +129,8 @@ def signs(op: str, spec: QuantSpec) -> torch.Tensor | None:
 
 
 def qtensor_parts(q: QTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """(local, tensor decode scale) from the storage form: element values (from the codes for
-    FP4) times block scales decoded here, and NVFP4's amax / 2688."""
+    """(local, amax) from the storage form: element values (from the codes for FP4) times
+    block scales decoded here, and NVFP4's amax."""
     v, s, spec = q.values(), q.scales, q.spec  # canonical: blocked axis last
     if spec.fmt == "nvfp4":
         s = s.float()
@@ -143,7 +143,7 @@ def qtensor_parts(q: QTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
     else:       # 1D: scales [..., L/b], then the blocked axis back in place
         local = (v * s.repeat_interleave(c, -1)).movedim(-1, spec.axis)
     local = local[tuple(slice(0, n) for n in q.shape)].contiguous()
-    return local, (q.amax / 2688.0 if spec.fmt == "nvfp4" else None)
+    return local, (q.amax if spec.fmt == "nvfp4" else None)
 
 
 def hand_operand(t: torch.Tensor, spec: QuantSpec, via: str, *, stream: Stream,
@@ -154,12 +154,12 @@ def hand_operand(t: torch.Tensor, spec: QuantSpec, via: str, *, stream: Stream,
 
 
 def hand_gemm(a, b, cd: torch.dtype) -> torch.Tensor:
-    """a.local @ b.local in fp32, times the product of the tensor decode scales, to cd."""
-    (la, sa), (lb, sb) = a, b
+    """a.local @ b.local in fp32, times alpha = fp32(A_a * A_b) / 2688^2 (TE's qgemm), to cd."""
+    (la, aa), (lb, ab) = a, b
     y = la.float() @ lb.float()
-    assert (sa is None) == (sb is None)
-    if sa is not None:
-        y = y * (sa * sb)
+    assert (aa is None) == (ab is None)
+    if aa is not None:
+        y = y * ((aa * ab) / torch.tensor(2688.0 * 2688.0))
     return y.to(cd)
 
 
@@ -346,7 +346,7 @@ SWITCH_AT = 5
 def _switch_results(recipe: Recipe, step: int, amp: bool, max_steps: int | None = None):
     """(switched layer, unswitched quantized layer, nn.Linear) results at ``step``."""
     lin, x, dy = data()
-    base = recipe.replace(switch={"at": None})
+    base = recipe.replace(switch={"at_step": None, "at_fraction": None})
     got = run(quant_layer(lin, recipe, step=step, max_steps=max_steps), x, dy, amp)
     quant = run(quant_layer(lin, base, step=step, max_steps=max_steps), x, dy, amp)
     hp = run(copy.deepcopy(lin), x, dy, amp)
@@ -360,7 +360,7 @@ def _switch_results(recipe: Recipe, step: int, amp: bool, max_steps: int | None 
 @pytest.mark.parametrize("passes", ["fwd", "bwd", "both"])
 def test_switch_runs_the_switched_passes_as_nn_linear(passes, step, amp):
     recipe = preset("nvfp4", high_precision=HighPrecision(),
-                    switch={"at": SWITCH_AT, "passes": passes})
+                    switch={"at_step": SWITCH_AT, "passes": passes})
     got, quant, hp = _switch_results(recipe, step, amp)
     switched = {"fwd": (True, False, False), "bwd": (False, True, True),
                 "both": (True, True, True)}[passes]
@@ -371,14 +371,16 @@ def test_switch_runs_the_switched_passes_as_nn_linear(passes, step, amp):
 
 @pytest.mark.parametrize("step", [4, 5])
 def test_fractional_switch_resolves_against_max_steps(step):
-    recipe = preset("nvfp4", high_precision=HighPrecision(), switch={"at": 0.5, "passes": "both"})
+    recipe = preset("nvfp4", high_precision=HighPrecision(),
+                    switch={"at_fraction": 0.5, "passes": "both"})
     got, quant, hp = _switch_results(recipe, step, False, max_steps=10)  # switch at step 5
     for g, q, h in zip(got, quant, hp):
         assert torch.equal(g, h if step >= 5 else q)
 
 
 def test_fractional_switch_without_max_steps_raises():
-    recipe = preset("nvfp4", high_precision=HighPrecision(), switch={"at": 0.5, "passes": "both"})
+    recipe = preset("nvfp4", high_precision=HighPrecision(),
+                    switch={"at_fraction": 0.5, "passes": "both"})
     lin, x, _ = data()
     layer = quant_layer(lin, recipe, step=0, max_steps=None)
     with pytest.raises(ValueError, match=r"train\.max_steps"):
@@ -394,7 +396,7 @@ def test_forward_switch_keeps_the_quantized_2d_dgrad_weight(weight_rounding):
     unswitched layer's dX bit for bit."""
     sr = ("gradients",) + (("weights",) if weight_rounding == "sr" else ())
     base = preset("nvfp4", high_precision=HighPrecision(), sr=sr)
-    recipe = base.replace(switch={"at": SWITCH_AT, "passes": "fwd"})
+    recipe = base.replace(switch={"at_step": SWITCH_AT, "passes": "fwd"})
     lin, x, dy = data()
     for step in (SWITCH_AT - 1, SWITCH_AT):
         layer = quant_layer(lin, recipe, step=step)

@@ -1,4 +1,4 @@
-"""Every ablation arm of ``paper.md`` §4 (E02, E04-E11) as a recipe built from plain data, the
+"""Every ablation arm of docs/experiments.md (E02, E04-E11) as a recipe built from plain data, the
 way an ablation YAML gives it: a preset name plus changes (dicts, lists, numbers, strings).
 Each arm is checked for the property that distinguishes it, then trained for one
 forward/backward on a tiny model."""
@@ -119,8 +119,9 @@ def e02_last_four(r):
 def _switch(at, passes):
     def check(r):
         assert changed(r, PRESETS["nvfp4"]) - {"weight_blocks"} == {"switch"}
-        assert isinstance(r.switch.at, float) and 0 < r.switch.at <= 1  # a fraction of the run
-        assert r.switch.at == at and r.switch.passes == passes
+        assert r.switch.at_step is None  # a fraction of the run, not a step
+        assert isinstance(r.switch.at_fraction, float) and 0 < r.switch.at_fraction <= 1
+        assert r.switch.at_fraction == at and r.switch.passes == passes
         plan = operand_plan(r)
         after = switched_plan(plan, r.switch)
         hp_after = {op for op in OPERANDS if op not in quantized(after)}
@@ -131,7 +132,8 @@ def _switch(at, passes):
 
 
 def e04_whole_run(r):
-    assert r.switch.at is None and r.switch.step(10_000) is None
+    assert r.switch.at_step is None and r.switch.at_fraction is None
+    assert r.switch.step(10_000) is None
     assert r == PRESETS["nvfp4"].replace(name=r.name)
 
 
@@ -296,11 +298,12 @@ ARMS = [
         e02_last_four),
 
     Arm("E04a-nvfp4-whole-run", "nvfp4", {}, e04_whole_run),
-    Arm("E04b-switch-fwd-bwd", "nvfp4", {"switch": {"at": 0.82, "passes": "both"}}, e04_b),
-    Arm("E04c-switch-fwd-only", "nvfp4", {"switch": {"at": 0.82, "passes": "fwd"}}, e04_c),
+    Arm("E04b-switch-fwd-bwd", "nvfp4", {"switch": {"at_fraction": 0.82, "passes": "both"}}, e04_b),
+    Arm("E04c-switch-fwd-only", "nvfp4", {"switch": {"at_fraction": 0.82, "passes": "fwd"}}, e04_c),
     Arm("E04d-switch-bwd-only-1d-weights", "nvfp4",
-        {"switch": {"at": 0.82, "passes": "bwd"}, "weight_blocks": "1d"}, e04_d),
-    Arm("E04e-switch-at-the-end", "nvfp4", {"switch": {"at": 0.99, "passes": "both"}}, e04_e),
+        {"switch": {"at_fraction": 0.82, "passes": "bwd"}, "weight_blocks": "1d"}, e04_d),
+    Arm("E04e-switch-at-the-end", "nvfp4",
+        {"switch": {"at_fraction": 0.99, "passes": "both"}}, e04_e),
 
     Arm("E05-1-last-4-bf16", "nvfp4_base", E05_1, e05_1),
     Arm("E05-2-plus-2d-weights", "nvfp4_base", E05_2, e05_2),
@@ -402,7 +405,7 @@ def test_arm_trains_one_step(arm):
 
     tokens = torch.randint(0, 64, arm.tokens, generator=torch.Generator().manual_seed(1))
     steps = [0]
-    if recipe.switch.at is not None:  # also run the plan after the switch
+    if recipe.switch.step(state.max_steps) is not None:  # also run the plan after the switch
         steps.append(recipe.switch.step(state.max_steps))
     for step in steps:
         state.step = step

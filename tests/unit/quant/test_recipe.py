@@ -1,5 +1,6 @@
 """Recipe: validation messages, groups, plain-data round trips, the operand plan of every
-preset against ``paper.md`` §3.2, the precision switch and the high-precision block counts."""
+preset against docs/experiments.md, The recipe; the precision switch and the high-precision
+block counts."""
 from __future__ import annotations
 
 import json
@@ -44,9 +45,14 @@ BAD_VALUES = {
                   "none, fixed, per_layer, per_step, per_call"),
     "switch.passes": ({"switch": {"passes": "forward"}}, "switch.passes='forward'",
                       "fwd, bwd, both"),
-    "switch.at>1": ({"switch": {"at": 1.5}}, "switch.at=1.5", "float in [0, 1]"),
-    "switch.at<0": ({"switch": {"at": -3}}, "switch.at=-3", "int >= 0"),
-    "switch.at-str": ({"switch": {"at": "end"}}, "switch.at='end'", "int >= 0"),
+    "switch.at_fraction>1": ({"switch": {"at_fraction": 1.5}}, "switch.at_fraction=1.5",
+                             "float in [0, 1]"),
+    "switch.at_fraction<0": ({"switch": {"at_fraction": -0.1}}, "switch.at_fraction=-0.1",
+                             "float in [0, 1]"),
+    "switch.at_fraction-str": ({"switch": {"at_fraction": "end"}},
+                               "switch.at_fraction='end'", "float in [0, 1]"),
+    "switch.at_step<0": ({"switch": {"at_step": -3}}, "switch.at_step=-3", "int >= 0"),
+    "switch.at_step-str": ({"switch": {"at_step": "end"}}, "switch.at_step='end'", "int >= 0"),
     "hp.first<0": ({"high_precision": {"first": -1}}, "high_precision.first=-1", "int >= 0"),
     "hp.first=1.0": ({"high_precision": {"first": 1.0}}, "high_precision.first=1.0",
                      "float in [0, 1)"),
@@ -87,7 +93,7 @@ def test_rht_size_error_names_the_field():
                                          "high_precision, switch, mx_scale, backend")),
     ({"rht": {"sizes": 16}}, "'sizes'", "gemms, size, signs, seed"),
     ({"high_precision": {"lasts": 2}}, "'lasts'", "first, last, names"),
-    ({"switch": {"step": 100}}, "'step'", "at, passes"),
+    ({"switch": {"step": 100}}, "'step'", "at_step, at_fraction, passes"),
 ], ids=["top", "rht", "high_precision", "switch"])
 def test_unknown_keys_are_named_with_the_allowed_keys(d, key, allowed):
     with pytest.raises(ValueError, match="unknown recipe key") as err:
@@ -218,10 +224,11 @@ def test_a_recipe_with_every_section_set_round_trips():
         "rht": {"gemms": ["dgrad", "wgrad"], "size": 64, "signs": "per_call", "seed": 7},
         "sr": ["backward"], "sr_mode": "exact", "quantize": ["all"],
         "high_precision": {"first": 1, "last": 0.25, "names": ["*.fc2"]},
-        "switch": {"at": 0.9, "passes": "fwd"}, "mx_scale": "even", "backend": "reference"})
+        "switch": {"at_fraction": 0.9, "passes": "fwd"}, "mx_scale": "even",
+        "backend": "reference"})
     assert recipe.rht == RHTConfig(("dgrad", "wgrad"), 64, "per_call", 7)
     assert recipe.high_precision == HighPrecision(1, 0.25, ("*.fc2",))
-    assert recipe.switch == Switch(0.9, "fwd")
+    assert recipe.switch == Switch(at_fraction=0.9, passes="fwd")
     assert recipe.sr == BACKWARD
     assert from_dict(json.loads(json.dumps(to_dict(recipe)))) == recipe
 
@@ -267,7 +274,7 @@ def test_a_null_section_is_a_value_error(key):
         from_dict({key: None})
 
 
-# --- the operand plan of each preset (paper.md §3.2) --------------------------------------
+# --- the operand plan of each preset (docs/experiments.md, The recipe) ------------------
 
 def _describe(o):
     """(format, block, axis, rounding, rht size) of an operand, 'reuse <op>', or 'hp'."""
@@ -324,7 +331,7 @@ def test_operand_plan_matches_the_paper(name):
     for o in plan.values():
         if o.spec is not None:
             assert o.spec.sr_mode == "hw8" and o.stream_as is None
-            if o.rht is not None:  # fixed sign vector, one seed (paper §3.3)
+            if o.rht is not None:  # fixed sign vector, one seed (paper Sec. 4.2)
                 assert o.rht == RHTSpec(size=o.rht.size, signs="fixed", seed=0)
 
 
@@ -364,13 +371,13 @@ def test_block_override():
 
 def test_switched_plan_both():
     plan = operand_plan(PRESETS["nvfp4"])
-    after = switched_plan(plan, Switch(at=10, passes="both"))
+    after = switched_plan(plan, Switch(at_step=10, passes="both"))
     assert all(o.spec is None and o.rht is None and o.reuse is None for o in after.values())
 
 
 def test_switched_plan_forward_only_keeps_the_2d_weight_for_dgrad():
     plan = operand_plan(PRESETS["nvfp4"])
-    after = switched_plan(plan, Switch(at=10, passes="fwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="fwd"))
     for op in ("fprop.x", "fprop.w"):
         assert after[op].spec is None and after[op].rht is None
     for op in ("dgrad.dy", "wgrad.dy", "wgrad.x"):
@@ -385,7 +392,7 @@ def test_switched_plan_forward_only_keeps_the_2d_weight_for_dgrad():
 def test_switched_plan_forward_only_with_1d_weights_and_same_dim_activations():
     r = Recipe(weight_blocks="1d", act_blocks="1d_same_dim", sr=[], rht={"gemms": []})
     plan = operand_plan(r)
-    after = switched_plan(plan, Switch(at=10, passes="fwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="fwd"))
     assert after["dgrad.w"] == plan["dgrad.w"]  # its own 1D quantization, unchanged
     assert after["wgrad.x"].spec == plan["fprop.x"].spec
     assert after["wgrad.x"].stream_as == "fprop.x"
@@ -394,7 +401,7 @@ def test_switched_plan_forward_only_with_1d_weights_and_same_dim_activations():
 @pytest.mark.parametrize("name", ["nvfp4", "nvfp4_base"])
 def test_switched_plan_backward_only(name):
     plan = operand_plan(PRESETS[name])
-    after = switched_plan(plan, Switch(at=10, passes="bwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="bwd"))
     assert after["fprop.x"] == plan["fprop.x"] and after["fprop.w"] == plan["fprop.w"]
     for op in BACKWARD:
         assert after[op].spec is None and after[op].rht is None and after[op].reuse is None
@@ -402,11 +409,11 @@ def test_switched_plan_backward_only(name):
 
 def test_switch_step_and_passes():
     assert Switch().step(1000) is None
-    assert Switch(at=500).step(None) == 500
-    assert Switch(at=0.82).step(1000) == 820
-    assert Switch(at=1.0).step(1000) == 1000
-    with pytest.raises(ValueError, match="train.max_steps"):
-        Switch(at=0.5).step(None)
+    assert Switch(at_step=500).step(None) == 500
+    assert Switch(at_fraction=0.82).step(1000) == 820
+    assert Switch(at_fraction=1.0).step(1000) == 1000
+    with pytest.raises(ValueError, match=r"switch\.at_fraction=0\.5 .*train\.max_steps"):
+        Switch(at_fraction=0.5).step(None)
     assert [Switch(passes="fwd").off(g) for g in ("fprop", "dgrad", "wgrad")] == [
         True, False, False]
     assert [Switch(passes="bwd").off(g) for g in ("fprop", "dgrad", "wgrad")] == [
@@ -414,8 +421,65 @@ def test_switch_step_and_passes():
     assert all(Switch(passes="both").off(g) for g in ("fprop", "dgrad", "wgrad"))
 
 
+def test_at_step_is_a_step_and_at_fraction_a_fraction_of_the_run():
+    # the trap of the old `switch.at`: 1 meant step 1, 1.0 the end of the run
+    assert from_dict({"switch": {"at_step": 1}}).switch.step(1000) == 1
+    assert from_dict({"switch": {"at_fraction": 1.0}}).switch.step(1000) == 1000
+    assert from_dict({"switch": {"at_step": 0}}).switch.step(1000) == 0
+    # an int 0 or 1 is a fraction too
+    assert Switch(at_fraction=1) == Switch(at_fraction=1.0)
+    assert isinstance(Switch(at_fraction=1).at_fraction, float)
+    assert Switch(at_fraction=0).step(1000) == 0
+    # the step the old float `at` resolved to: round(fraction * max_steps)
+    for max_steps in (10, 300, 1234, 10_000):
+        for fraction in (0.82, 0.99, 0.5, 0.15):
+            assert Switch(at_fraction=fraction).step(max_steps) == round(fraction * max_steps)
+
+
+def test_switch_without_a_step_never_switches():
+    for passes in ("fwd", "bwd", "both"):
+        recipe = preset("nvfp4", switch={"passes": passes})
+        assert recipe.switch.step(1000) is None and recipe.switch.step(None) is None
+
+
+@pytest.mark.parametrize("build", [from_dict, lambda d: Recipe(**d),
+                                   lambda d: preset("nvfp4", **d)],
+                         ids=["from_dict", "Recipe", "preset"])
+@pytest.mark.parametrize("switch, needles", [
+    ({"at_step": 3, "at_fraction": 0.5},
+     ["switch.at_step=3", "switch.at_fraction=0.5", "set one of switch.at_step, "
+      "switch.at_fraction"]),
+    ({"at_step": 0.82}, ["switch.at_step=0.82", "int >= 0", "switch.at_fraction=0.82"]),
+    ({"at_step": 3.0}, ["switch.at_step=3.0", "int >= 0"]),
+    ({"at_step": True}, ["switch.at_step=True", "int >= 0"]),
+    ({"at_fraction": 5}, ["switch.at_fraction=5", "[0, 1]", "switch.at_step=5"]),
+    ({"at_fraction": 1.01}, ["switch.at_fraction=1.01", "[0, 1]"]),
+    ({"at_fraction": True}, ["switch.at_fraction=True", "[0, 1]"]),
+    ({"at_fraction": float("nan")}, ["switch.at_fraction=nan", "[0, 1]"]),
+    # the removed key, whatever its value, points at the two keys that replace it
+    ({"at": 0.5}, ["switch.at=0.5", "switch.at_step", "switch.at_fraction"]),
+    ({"at": 1}, ["switch.at=1", "switch.at_step", "switch.at_fraction"]),
+    ({"at": None, "passes": "fwd"}, ["switch.at=None", "switch.at_step",
+                                     "switch.at_fraction"]),
+], ids=["both", "step-fraction", "step-float", "step-bool", "fraction-int", "fraction>1",
+        "fraction-bool", "fraction-nan", "old-at-float", "old-at-int", "old-at-null"])
+def test_bad_switch_is_refused_at_construction(build, switch, needles):
+    with pytest.raises(ValueError) as err:
+        build({"switch": switch})
+    msg = str(err.value)
+    assert "\n" not in msg
+    for needle in needles:
+        assert needle in msg, (needle, msg)
+
+
+def test_the_removed_switch_at_names_the_keys_that_replace_it():
+    with pytest.raises(ValueError, match=r"no longer a recipe key; set switch\.at_step .* or "
+                                         r"switch\.at_fraction"):
+        from_dict({"switch": {"at": 0.82, "passes": "both"}})
+
+
 def test_layer_switches_plan_at_the_step():
-    recipe = preset("nvfp4", switch={"at": 0.5, "passes": "fwd"})
+    recipe = preset("nvfp4", switch={"at_fraction": 0.5, "passes": "fwd"})
     state = QuantState(max_steps=10)
     layer = QuantLinear(32, 32, recipe=recipe, state=state)
     assert layer.current_plan() == operand_plan(recipe)

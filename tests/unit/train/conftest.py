@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.train.schema import register
 
 # 2 blocks (the ablation test uses 5), bytes of the stdlib's pydoc text, the eager

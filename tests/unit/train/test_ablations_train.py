@@ -12,7 +12,7 @@ import pytest
 import yaml
 from conftest import fast
 
-from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.train.schema import apply_arm
 from nvfp4_lab.train.task import train
 

@@ -10,7 +10,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
-from nvfp4_lab.cli import conf_dir
+from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.model import MODEL_PRESETS
 from nvfp4_lab.quant import PRESETS, from_dict, to_dict
 from nvfp4_lab.train.schema import apply_arm, recipe_of
@@ -103,5 +103,63 @@ def test_unknown_arm_is_refused(composer):
         apply_arm(cfg)
 
 
-def test_conf_dir_is_the_checkout():
-    assert CONF == Path(__file__).resolve().parents[3] / "conf"
+def test_switch_at_step_and_at_fraction_compose(composer):
+    switch = recipe_of(composer(["quant.switch.at_step=3"]).quant).switch
+    assert (switch.at_step, switch.at_fraction, switch.step(None)) == (3, None, 3)
+    switch = recipe_of(composer(["quant.switch.at_fraction=0.5", "quant.switch.passes=fwd"]
+                                ).quant).switch
+    assert (switch.at_step, switch.at_fraction, switch.passes) == (None, 0.5, "fwd")
+    assert switch.step(300) == 150
+    # 1 is a step under at_step and the end of the run under at_fraction
+    assert recipe_of(composer(["quant.switch.at_step=1"]).quant).switch.step(300) == 1
+    assert recipe_of(composer(["quant.switch.at_fraction=1"]).quant).switch.step(300) == 300
+    assert recipe_of(composer([]).quant).switch.step(300) is None
+
+
+@pytest.mark.parametrize(("overrides", "needles"), [
+    (["quant.switch.at=0.5"], ["switch.at=0.5", "switch.at_step", "switch.at_fraction"]),
+    (["quant.switch.at=1"], ["switch.at=1", "switch.at_step", "switch.at_fraction"]),
+    (["quant.switch.at_step=3", "quant.switch.at_fraction=0.5"],
+     ["set one of switch.at_step, switch.at_fraction"]),
+    (["quant.switch.at_step=0.82"], ["switch.at_step=0.82", "switch.at_fraction=0.82"]),
+    (["quant.switch.at_fraction=5"], ["switch.at_fraction=5", "switch.at_step=5"]),
+], ids=["old-at-fraction", "old-at-step", "both", "step-fraction", "fraction-step"])
+def test_bad_switch_override_names_the_keys(composer, overrides, needles):
+    cfg = composer(overrides)
+    with pytest.raises(ValueError) as err:
+        recipe_of(cfg.quant)
+    for needle in needles:
+        assert needle in str(err.value), (needle, str(err.value))
+
+
+def test_precision_switch_arms_switch_where_at_did():
+    """The E04 arms, now at_fraction, switch at the step the old fractional `at` gave."""
+    arms = yaml.safe_load((CONF / "ablation" / "precision_switch.yaml").read_text())["arms"]
+    fractions = {name: arm["quant"]["switch"]["at_fraction"] for name, arm in arms.items()
+                 if "switch" in arm.get("quant", {})}
+    assert fractions == {"switch_both_0.82": 0.82, "switch_fwd_0.82": 0.82,
+                         "switch_bwd_0.82": 0.82, "switch_both_0.99": 0.99}
+    for fraction in fractions.values():
+        switch = from_dict({"switch": {"at_fraction": fraction}}).switch
+        for max_steps in (300, 1000, 10_000):
+            assert switch.step(max_steps) == round(fraction * max_steps)
+
+
+def test_conf_dir_is_the_packaged_tree_and_the_checkout_links_to_it(monkeypatch):
+    monkeypatch.delenv("NVFP4_LAB_CONF", raising=False)
+    import nvfp4_lab
+
+    assert conf_dir() == Path(nvfp4_lab.__file__).resolve().parent / "conf"
+    assert (Path(__file__).resolve().parents[3] / "conf").resolve() == conf_dir()
+
+
+def test_conf_dir_from_the_environment_and_its_errors(monkeypatch, tmp_path):
+    from nvfp4_lab.configs import conf_source
+
+    monkeypatch.setenv("NVFP4_LAB_CONF", str(tmp_path))
+    with pytest.raises(SystemExit, match=r"no config.yaml in .*NVFP4_LAB_CONF.*point "
+                                         r"NVFP4_LAB_CONF at a directory"):
+        conf_source()
+    (tmp_path / "config.yaml").write_text("seed: 0\n")
+    assert conf_source().path == tmp_path.resolve()
+    assert "NVFP4_LAB_CONF" in conf_source().describe()

@@ -1,0 +1,56 @@
+"""Where the Hydra configs come from: one answer for the CLI, the analysis and the tests.
+
+The configs ship inside the package (``nvfp4_lab/conf/``; a checkout's top-level ``conf`` is a
+link to that directory), so an installed wheel finds them exactly as an editable install
+does, from any working directory. ``$NVFP4_LAB_CONF`` points at another tree instead: a copy
+you edit without touching the installed one.
+
+This module sits below both ``cli`` and ``analysis`` and imports neither: the paper's numbers
+(``conf/paper/``) are found through it too.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+ENV = "NVFP4_LAB_CONF"
+PACKAGED = Path(__file__).resolve().parent / "conf"
+
+
+@dataclass(frozen=True)
+class ConfSource:
+    """A config tree and why it was chosen (``origin``: ``$NVFP4_LAB_CONF`` or ``package``)."""
+
+    path: Path
+    origin: str
+
+    def describe(self) -> str:
+        return f"{self.path} (from {self.origin})"
+
+
+def conf_source() -> ConfSource:
+    """``$NVFP4_LAB_CONF`` if set, else the configs shipped with the package.
+
+    Raises SystemExit with one line naming the variable and the fix when the chosen tree has
+    no ``config.yaml`` (a user's mistake: no traceback).
+    """
+    if os.environ.get(ENV):
+        source = ConfSource(Path(os.environ[ENV]).expanduser().resolve(), f"${ENV}")
+        fix = f"point {ENV} at a directory holding config.yaml, or unset it"
+    else:
+        source = ConfSource(PACKAGED, "package")
+        fix = "reinstall nvfp4-lab (the package data is incomplete)"
+    if not (source.path / "config.yaml").is_file():
+        raise SystemExit(f"nvfp4-lab: no config.yaml in {source.path} ({source.origin}); {fix}")
+    return source
+
+
+def conf_dir() -> Path:
+    """The Hydra config directory (see ``conf_source``)."""
+    return conf_source().path
+
+
+def paper_dir() -> Path:
+    """The paper's reported numbers, ``<conf>/paper``: data beside the configs."""
+    return conf_dir() / "paper"

@@ -1,0 +1,122 @@
+"""The repository documents itself: every citation points at a file in it.
+
+Code, configs and tests cite the project's own pages under ``docs/`` (``docs/numerics.md,
+NVFP4``). The team's planning notes (the paper digest, the implementation survey, the
+ecosystem study, the design card, the Triton notes) are not in the repository, so a citation
+of one of them by its bare file name is a dead end for anyone who clones it. Checked here,
+over every tracked file and every untracked one that git does not ignore:
+
+(a) no file outside docs/ cites one of those notes by its bare name;
+(b) every ``docs/<name>.md`` mentioned anywhere exists, and where a citation names a section
+    (``docs/<name>.md, Section``, capitalised), that page has a heading that the cited text
+    starts with, or one that starts with the cited name's first word (``E04``);
+(c) every relative markdown link in docs/*.md resolves to a file, and its ``#anchor`` to a
+    heading of that file.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+# the planning notes that live outside the repository (names assembled so this file does
+# not cite them itself)
+NOTES = ("paper", "implementations", "ecosystem", "design", "triton_notes")
+NOTE = re.compile(r"(?<![\w-])(?:" + "|".join(NOTES) + r")\.md\b")
+DOC_PATH = re.compile(r"(?<![\w./-])docs/([\w.-]+\.md)(?:, ([^\n]*))?")
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+
+
+def _git_files() -> list[str]:
+    try:
+        out = []
+        for args in (["ls-files"], ["ls-files", "--others", "--exclude-standard"]):
+            out += subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                                  check=True, timeout=60).stdout.splitlines()
+    except (OSError, subprocess.SubprocessError):
+        pytest.skip("not a git checkout")
+    return sorted(set(out))
+
+
+def _texts():
+    """(path, text) of every tracked or untracked-but-not-ignored text file."""
+    for rel in _git_files():
+        path = ROOT / rel
+        if not path.is_file():
+            continue  # deleted in the working tree, or a submodule
+        data = path.read_bytes()
+        if b"\0" in data:
+            continue
+        try:
+            yield rel, data.decode("utf-8")
+        except UnicodeDecodeError:
+            continue
+
+
+def _headings(page: Path) -> list[str]:
+    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+    return [h.strip() for h in HEADING.findall(text)]
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens."""
+    return re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+
+
+def _line(text: str, pos: int) -> int:
+    return text.count("\n", 0, pos) + 1
+
+
+def test_no_bare_citations_of_notes_outside_the_repo():
+    bad = [f"{rel}:{_line(text, m.start())}: {m.group(0)}"
+           for rel, text in _texts() if not rel.startswith("docs/")
+           for m in NOTE.finditer(text) if not text.endswith("docs/", 0, m.start())]
+    assert not bad, ("cite the project's own docs (docs/numerics.md, docs/experiments.md, "
+                     "docs/architecture.md, docs/triton.md) instead of notes that are not in "
+                     "the repository:\n" + "\n".join(bad))
+
+
+def test_cited_docs_exist_with_their_sections():
+    bad = []
+    for rel, text in _texts():
+        for m in DOC_PATH.finditer(text):
+            page = DOCS / m.group(1)
+            where = f"{rel}:{_line(text, m.start())}"
+            if not page.is_file():
+                bad.append(f"{where}: docs/{m.group(1)} does not exist")
+                continue
+            rest = (m.group(2) or "").strip()
+            token = re.match(r"[A-Z0-9][\w.+-]*", rest)
+            if not token:
+                continue  # a path without a section name (sections start upper case)
+            heads = _headings(page)
+            if not any(rest.startswith(h) or h.startswith(token.group(0)) for h in heads):
+                bad.append(f"{where}: docs/{m.group(1)} has no section {rest[:40]!r}")
+    assert not bad, "\n".join(bad)
+
+
+def test_relative_links_in_docs_resolve():
+    pages = sorted(DOCS.glob("*.md"))
+    assert pages, "docs/ has no pages"
+    bad = []
+    for page in pages:
+        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+        text = re.sub(r"`[^`\n]*`", "", text)  # code spans are not links
+        for m in LINK.finditer(text):
+            target = m.group(1)
+            if re.match(r"[a-z][a-z0-9+.-]*:", target):
+                continue  # http:, https:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (page.parent / file).resolve() if file else page
+            where = f"docs/{page.name}: ({target})"
+            if not dest.exists():
+                bad.append(f"{where}: no such file")
+            elif anchor and dest.suffix == ".md" and dest.is_file():
+                if anchor not in {_slug(h) for h in _headings(dest)}:
+                    bad.append(f"{where}: no heading with anchor #{anchor}")
+    assert not bad, "\n".join(bad)
