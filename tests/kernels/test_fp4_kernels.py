@@ -144,7 +144,7 @@ def test_sr_decision_boundaries(fmt, sr_mode):
     spec = QuantSpec(fmt, rounding="sr", sr_mode=sr_mode)
     shape, seed, stream = (8, 64), 21, Stream(layer=5)
     key = key_tensor(seed, stream.ids(), "cpu")
-    r = random_bits(torch.arange(math.prod(shape)).view(shape), key)
+    r = random_bits(torch.arange(math.prod(shape)).view(shape), key).long() & 0xFFFFFFFF
     if sr_mode == "hw8":
         x = (256 - (r >> 24).clamp_min(1)).float() / 512  # f = 1 - r8 / 256
     else:

@@ -70,6 +70,11 @@ def random_bits_py(i: int, k0: int, k1: int) -> int:
     return fmix32_py(((fmix32_py((i & M32) ^ k0)) + k1) & M32)
 
 
+def uint32_bits(index: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+    """``rng.random_bits`` as int64 values in [0, 2^32) (it returns their int32 patterns)."""
+    return rng.random_bits(index, k).long() & M32
+
+
 def test_fmix32_py_matches_murmur3_vectors():
     # MurmurHash3_x86_32("", seed) = fmix32(seed): published vectors for seeds 1, 0xFFFFFFFF
     assert fmix32_py(1) == 0x514E28B7
@@ -82,14 +87,16 @@ def test_torch_hash_matches_pure_python():
     idx = [0, 1, 2, 2**31 - 1, 2**31, 2**32 - 2, 2**32 - 1]
     idx += [r.randrange(2**32) for _ in range(200)]
     t = torch.tensor(idx, dtype=torch.int64)
-    assert rng.fmix32(t).tolist() == [fmix32_py(i) for i in idx]
+    # the tensor hash holds uint32 values as int32 bit patterns
+    assert (rng.fmix32(t.to(torch.int32)).long() & M32).tolist() == [fmix32_py(i) for i in idx]
     assert [rng.fmix32_int(i) for i in idx] == [fmix32_py(i) for i in idx]
     keys = [(0, 0), (M32, M32), (0, M32), rng.stream_key(0), rng.stream_key(123, 4, 5, 6, 7, 8),
             rng.stream_key(2**40 + 3, 1)]
     for k0, k1 in keys:
         assert 0 <= k0 <= M32 and 0 <= k1 <= M32
         got = rng.random_bits(t, torch.tensor([k0, k1], dtype=torch.int64))
-        assert got.tolist() == [random_bits_py(i, k0, k1) for i in idx]
+        assert got.dtype == torch.int32
+        assert (got.long() & M32).tolist() == [random_bits_py(i, k0, k1) for i in idx]
 
 
 def test_hash_index_wraps_mod_2_32_and_keeps_shape():
@@ -101,7 +108,7 @@ def test_hash_index_wraps_mod_2_32_and_keeps_shape():
 
 def test_hash_top_byte_is_uniform():
     """65536 draws into 256 buckets: mean 256, sd ~16; +-6 sd would be a broken hash."""
-    b = rng.random_bits(torch.arange(2**16), key(1, layer=2)) >> 24
+    b = uint32_bits(torch.arange(2**16), key(1, layer=2)) >> 24
     counts = torch.bincount(b, minlength=256)
     assert ((counts - 256).abs() < 96).all()
 
@@ -115,7 +122,7 @@ def test_exact_sr_is_unbiased():
     pts = sample_points()
     n = 2**14
     a = torch.tensor(pts, dtype=torch.float32)[:, None].expand(-1, n)
-    bits = rng.random_bits(torch.arange(a.numel()).view(a.shape), key(42))
+    bits = uint32_bits(torch.arange(a.numel()).view(a.shape), key(42))
     q = e2m1.round_sr_exact(a, bits)
     for p, row in zip(pts, q):
         lo, hi = neighbours(p)
@@ -141,7 +148,7 @@ def test_exact_sr_threshold_is_24_bit():
 @pytest.mark.parametrize("mode", ["exact", "hw8"])
 def test_grid_points_never_move(mode):
     a = torch.tensor(GRID)[:, None].expand(-1, 256)
-    bits = rng.random_bits(torch.arange(a.numel()).view(a.shape), key(3)) | 0xFF000000
+    bits = uint32_bits(torch.arange(a.numel()).view(a.shape), key(3)) | 0xFF000000
     assert torch.equal(SR[mode](a, bits), a)
 
 
@@ -149,7 +156,7 @@ def test_grid_points_never_move(mode):
 
 def _all_bytes(n_points: int, seed: int) -> torch.Tensor:
     """[n_points, 256] uint32 words whose top byte takes every value, low 24 bits random."""
-    low = rng.random_bits(torch.arange(n_points * 256).view(n_points, 256), key(seed)) & 0xFFFFFF
+    low = uint32_bits(torch.arange(n_points * 256).view(n_points, 256), key(seed)) & 0xFFFFFF
     return (torch.arange(256) << 24) | low
 
 
@@ -206,7 +213,7 @@ def test_hw8_mean_through_random_bits():
     pts = sample_points()
     n = 2**13
     a = torch.tensor(pts)[:, None].expand(-1, n)
-    q = e2m1.round_sr_hw8(a, rng.random_bits(torch.arange(a.numel()).view(a.shape), key(8)))
+    q = e2m1.round_sr_hw8(a, uint32_bits(torch.arange(a.numel()).view(a.shape), key(8)))
     for p, row in zip(pts, q):
         lo, hi = neighbours(p)
         pu = math.floor(256 * frac(p)) / 256
@@ -304,8 +311,8 @@ def test_sr_bits_follow_the_element_index_in_the_tensor_as_passed(mode):
     seed, stream = 4, Stream(layer=1, step=7)
     k = rng.key_tensor(seed, stream.ids(), "cpu")
     idx = torch.arange(32 * 32).view(32, 32)
-    expected = _sr_reference(x, rng.random_bits(idx, k), mode)
-    expected_t = _sr_reference(x, rng.random_bits(idx.T, k), mode)  # bits as x.T would get them
+    expected = _sr_reference(x, uint32_bits(idx, k), mode)
+    expected_t = _sr_reference(x, uint32_bits(idx.T, k), mode)  # bits as x.T would get them
     assert not torch.equal(expected, expected_t)
 
     def sr(t, axis):

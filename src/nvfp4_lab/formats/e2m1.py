@@ -69,21 +69,22 @@ def round_sr_hw8(a: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     and truncates: up iff floor(256 f) + r8 >= 256. TE's software fallback writes this as
     t = a + (r8/256) * step in fp32, which can round t up to the next grid point when a is
     within an ulp below it; the integer form here has no such exception.
-    a: fp32 [...]; bits: int64 [...] of uint32 values, of which the top byte is used.
+    a: fp32 [...]; bits: int32 [...] holding uint32 bits (``rng.random_bits``), of which the
+    top byte is used.
     """
     lo, s, f = _split(a)
-    r8 = (bits >> 24).to(torch.float32)
+    r8 = ((bits >> 24) & 0xFF).to(torch.float32)
     return torch.where(torch.floor(f * 256.0) + r8 >= 256.0, lo + s, lo)
 
 
 def round_sr_exact(a: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     """Stochastic rounding of magnitudes a in [0, 6], unbiased to 2^-24 of a step.
 
-    a: fp32 [...]; bits: int64 [...] of uint32 values, of which the top 24 bits are used.
-    Up iff r24 < f * 2^24, so P(up) = ceil(f * 2^24) / 2^24.
+    a: fp32 [...]; bits: int32 [...] holding uint32 bits (``rng.random_bits``), of which the
+    top 24 are used. Up iff r24 < f * 2^24, so P(up) = ceil(f * 2^24) / 2^24.
     """
     lo, s, f = _split(a)
-    r24 = (bits >> 8).to(torch.float32)  # integers < 2^24: exact in fp32
+    r24 = ((bits >> 8) & 0xFFFFFF).to(torch.float32)  # integers < 2^24: exact in fp32
     return torch.where(r24 < f * 16777216.0, lo + s, lo)
 
 

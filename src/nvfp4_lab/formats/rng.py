@@ -14,10 +14,14 @@ fmix32 is MurmurHash3's finaliser: a bijection on uint32 with full avalanche. In
 key both before and after the first finaliser keeps different keys from producing shifted
 copies of one sequence (which `fmix32(i + k)` alone would).
 
-PyTorch has no wrapping uint32 multiply, so the tensor version works in int64 and masks to
-32 bits. The multiply is split into 16-bit halves of the constant so that no intermediate
-exceeds 2^49: signed int64 overflow is undefined behaviour in the C++ that torch.compile
-generates. Triton's native uint32 arithmetic gives the same bits.
+PyTorch has no wrapping uint32 arithmetic (its uint32 tensors lack shifts), so the tensor
+version holds each uint32 as the int32 with the same bits and never overflows: a multiply or
+add is done exactly in int64 (two int32-range values: |product| < 2^62) and converted back to
+int32, which keeps the low 32 bits (modular conversion; signed overflow, undefined in the C++
+that ATen and torch.compile run, never happens). Right shifts are arithmetic on int32, so
+each is masked to the bits a logical shift would keep. This does a quarter of the work of
+int64 with the multiply split into 16-bit halves, which it replaced (same bits); the Triton
+kernels' native uint32 arithmetic gives the same bits too.
 
 Limit: indices are taken modulo 2^32, so tensors above 4G elements reuse bits.
 """
@@ -57,29 +61,35 @@ def stream_key(seed: int, *ids: int) -> tuple[int, int]:
     return h0, h1
 
 
+def _as_int32(c: int) -> int:
+    """A uint32 constant as the int32 with the same bits."""
+    return c - (1 << 32) if c & 0x80000000 else c
+
+
 def _mul32(h: torch.Tensor, c: int) -> torch.Tensor:
-    """(h * c) mod 2^32 for int64 h in [0, 2^32), without int64 overflow."""
-    lo, hi = c & 0xFFFF, c >> 16
-    return (h * lo + (((h * hi) & 0xFFFF) << 16)) & MASK32
+    """(h * c) mod 2^32 for int32 h holding uint32 bits: exact in int64, then wrapped."""
+    return (h.to(torch.int64) * _as_int32(c)).to(torch.int32)
 
 
 def fmix32(h: torch.Tensor) -> torch.Tensor:
-    """MurmurHash3 finaliser on an int64 tensor holding uint32 values."""
-    h = h ^ (h >> 16)
+    """MurmurHash3 finaliser on an int32 tensor holding uint32 bits (returned likewise)."""
+    h = h ^ ((h >> 16) & 0xFFFF)
     h = _mul32(h, _C1)
-    h = h ^ (h >> 13)
+    h = h ^ ((h >> 13) & 0x7FFFF)
     h = _mul32(h, _C2)
-    return h ^ (h >> 16)
+    return h ^ ((h >> 16) & 0xFFFF)
 
 
 def random_bits(index: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """32 random bits per element.
 
-    index: int64 tensor of element indices (any shape); key: int64 [2] = (k0, k1).
-    Returns an int64 tensor of index's shape with values in [0, 2^32).
+    index: int64 tensor of element indices (any shape); key: int64 [2] = (k0, k1), uint32
+    values. Returns an int32 tensor of index's shape holding the uint32 bits (mask after a
+    right shift: ``(bits >> 24) & 0xFF`` is the top byte).
     """
-    h = fmix32((index & MASK32) ^ key[0])
-    return fmix32((h + key[1]) & MASK32)
+    k = key.to(torch.int32)                          # uint32 values -> their int32 bits
+    h = fmix32(index.to(torch.int32) ^ k[0])         # i mod 2^32
+    return fmix32((h.to(torch.int64) + k[1]).to(torch.int32))
 
 
 def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
