@@ -93,6 +93,7 @@ def info(argv: list[str]) -> int:
 
     from . import __version__
     from .formats import FORMATS, QuantSpec, fake_quantize
+    from .quant.backends import compile_cache_dir
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
@@ -105,6 +106,7 @@ def info(argv: list[str]) -> int:
         triton = "not installed"
     print(f"backends: reference, compiled; triton {triton}")
     print(f"conf: {conf_source().describe()}")
+    print(f"compile cache: {compile_cache_dir()}")
     if "--no-compile" in argv:
         return 0
     x = torch.randn(64, 256)

@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..model import ModelConfig, Transformer, lm_loss
-from ..quant import Recipe, convert, layer_stats, operand_plan, resolve
+from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
 from ..quant.linear import QuantState
 from .schema import TrainConfig
 
@@ -91,6 +91,8 @@ class LMTask(L.LightningModule):
         self.model: Transformer | None = None
         self.report = None
         self.backend = None
+        self.backend_reason: str | None = None   # why backend=auto chose it (CPU)
+        self.cost_key: cost.RunKey | None = None  # a CPU run's timing goes to quant.cost
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
 
     def setup(self, stage: str) -> None:
@@ -102,7 +104,20 @@ class LMTask(L.LightningModule):
         # under a torch.device context, which torch.compile cannot trace.
         if self.backend is None:
             specs = [o.spec for o in operand_plan(self.recipe).values() if o.spec]
-            self.backend = resolve(self.recipe.backend, specs, self.trainer.strategy.root_device)
+            device = self.trainer.strategy.root_device
+            name = self.recipe.backend
+            if device.type == "cpu" and specs:
+                self.cost_key = cost.RunKey(repr(sorted(map(repr, set(specs)))),
+                                            repr(self.model_cfg), self.tokens_per_step,
+                                            torch.get_num_threads(), torch.__version__)
+                if name == "auto":
+                    choice = cost.choose(self.cost_key, self.max_steps)
+                    name, self.backend_reason = choice.backend, choice.reason
+                    print(f"backend auto: {name} ({choice.reason})", flush=True)
+            # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
+            fp32_only = str(self.trainer.precision).startswith("32")
+            self.backend = resolve(name, specs, device, (torch.float32,) if fp32_only else
+                                   (torch.float32, torch.bfloat16))
 
     def configure_model(self) -> None:
         if self.model is not None:   # Lightning calls this again on resume and validate

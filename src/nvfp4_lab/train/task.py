@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import statistics
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..data import DataConfig, LMDataModule
 from ..model import ModelConfig
+from ..quant import cost
 from . import rundir
 from .module import LMTask, NonFiniteError
 from .progress import progress_callbacks, wants_rich
@@ -138,11 +140,25 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
                "tokens_per_second": round(steps * tokens_per_step / seconds, 1)
                if seconds else None,
                "backend": getattr(task and task.report, "backend", None),
+               "backend_reason": getattr(task, "backend_reason", None),
                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    if status == "done" and getattr(task, "cost_key", None) is not None:
+        _record_timing(task, df, steps, seconds, summary["backend"])
     rundir.write_summary(out, summary)
     print(f"{out}: {status}" + (f" ({error})" if error else "")
           + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
     return summary
+
+
+def _record_timing(task, df, steps: int, seconds: float, backend: str) -> None:
+    """A finished CPU run's steady ms/step (median logged rate after the first interval, which
+    holds any compilation) and start-up seconds, for ``backend=auto`` (``quant.cost``)."""
+    rates = df["tokens_per_second"].dropna().tolist()[1:] if "tokens_per_second" in df else []
+    if backend not in cost.CPU_BACKENDS or len(rates) < 2:
+        return
+    ms = 1000 * task.tokens_per_step / statistics.median(rates)
+    cost.record(task.cost_key, backend, cost.Timing(round(ms, 1),
+                                                   round(max(seconds - steps * ms / 1000, 0), 1)))
 
 
 def _last(df, col):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -144,3 +145,41 @@ def test_backend_operand_matches_formats():
     got = Backend().operand(x, spec, seed=1)
     want = fake_quantize_parts(x, spec, seed=1)
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_compiled_backend_caches_its_graphs_where_the_project_says(monkeypatch, tmp_path):
+    """Inductor's default cache lives under /tmp; the compiled backend points it at a
+    directory that survives (NVFP4_LAB_CACHE, else ~/.cache/nvfp4-lab), unless the user chose
+    one with TORCHINDUCTOR_CACHE_DIR."""
+    from nvfp4_lab.quant.backends import CompiledBackend, compile_cache_dir
+
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "lab"))
+    CompiledBackend()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "lab" / "inductor")
+    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
+    monkeypatch.delenv("NVFP4_LAB_CACHE")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert compile_cache_dir() == tmp_path / "xdg" / "nvfp4-lab" / "inductor"
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
+    CompiledBackend()
+    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
+
+
+def test_self_test_quantizes_only_the_input_dtypes_a_run_uses():
+    """Each input dtype is another graph for the compiled backend to compile: a run without
+    autocast asks for fp32 inputs only, and only those are tried."""
+    seen = []
+
+    class Spy(Backend):
+        name = "spy"
+
+        def operand(self, x, spec, **kw):
+            seen.append(x.dtype)
+            return super().operand(x, spec, **kw)
+
+    self_test(Spy(), NVFP4_SPECS[:1], input_dtypes=(torch.float32,))
+    assert set(seen) == {torch.float32}
+    seen.clear()
+    self_test(Spy(), NVFP4_SPECS[:1])
+    assert set(seen) == {torch.float32, torch.bfloat16}

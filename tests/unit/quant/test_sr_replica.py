@@ -116,7 +116,7 @@ def test_lightning_module_takes_the_rank_from_the_trainer(rank):
     task = LMTask(ModelConfig(d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=64),
                   preset("nvfp4", backend="reference"), TrainConfig(), seed=0, max_steps=4,
                   tokens_per_step=64, bytes_per_token=None)
-    task._trainer = SimpleNamespace(global_rank=rank,
+    task._trainer = SimpleNamespace(global_rank=rank, precision="32-true",
                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
     task.setup("fit")
     task.configure_model()

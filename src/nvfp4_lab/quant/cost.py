@@ -1,0 +1,110 @@
+"""``backend=auto`` on a CPU: the backend that finishes the configured run soonest.
+
+Both CPU backends compute the same bits; they differ in what they cost. ``reference`` (eager
+PyTorch) starts at once but runs each step at several times the BF16 step; ``compiled``
+(torch.compile of the same functions) runs a step in about half the reference's time at
+``nano`` but first compiles every quantizer of the recipe: about 90 s on a cold cache (2
+cores, ``nano``, the self-test's graphs included), seconds once the graphs are in the
+machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's length and on what this
+machine has already compiled, so ``auto`` decides from timings this machine measured:
+
+    finish(reference) = steps x ms_reference
+    finish(compiled)  = startup_compiled + steps x ms_compiled
+
+Every finished CPU run records its steady ms/step and its start-up seconds (wall time not
+spent in steady steps) under a key of what sets them: the recipe's quantizers, the model's
+dimensions, tokens per step, threads and torch version (``RunKey``). A backend not yet
+measured for the key is estimated from the other: compiled steps at half the reference's
+(measured at ``nano``: 0.50), a reference step at twice the compiled one, and a compiled
+start-up of ``COLD_COMPILE_S`` when it never ran for the key (cold cache), else the measured
+one. With nothing measured, ``auto`` runs the reference (no compile) and says so; the next run
+can then compare. The choice and its reason are printed and stored in ``summary.json``.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+# measured with benchmarks/bench_run.py at nano on 2 cores, 2026-12-01 (RESULTS.md): wall
+# time of a cold-cache compiled run minus a warm one (NVFP4 86 s, MXFP4 ~85 s), and compiled
+# over reference ms/step (NVFP4 0.47, MXFP4 0.45-0.52; FP8 ~1.1, learnt once measured)
+COLD_COMPILE_S = 90.0
+COMPILED_STEP_RATIO = 0.5
+CPU_BACKENDS = ("reference", "compiled")
+
+
+@dataclass(frozen=True)
+class RunKey:
+    """What a run's per-step time depends on, as a short stable string."""
+
+    specs: str
+    model: str
+    tokens_per_step: int
+    threads: int
+    torch: str
+
+    def __str__(self) -> str:
+        fields = (self.specs, self.model, self.tokens_per_step, self.threads, self.torch)
+        return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+
+
+@dataclass(frozen=True)
+class Timing:
+    ms_per_step: float
+    startup_s: float
+
+
+@dataclass(frozen=True)
+class Choice:
+    backend: str
+    reason: str
+
+
+def ledger_path() -> Path:
+    from .backends import compile_cache_dir
+
+    return compile_cache_dir().parent / "timings.json"
+
+
+def load(path: Path | None = None) -> dict[str, dict[str, Timing]]:
+    path = path or ledger_path()
+    try:
+        raw = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {k: {b: Timing(**t) for b, t in v.items()} for k, v in raw.items()}
+
+
+def record(key: RunKey, backend: str, timing: Timing, path: Path | None = None) -> None:
+    """Add a measured timing (the newest replaces the older); atomic, so parallel jobs of a
+    sweep can only lose an entry, never corrupt the file."""
+    path = path or ledger_path()
+    ledger = load(path)
+    ledger.setdefault(str(key), {})[backend] = timing
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_text(json.dumps({k: {b: t.__dict__ for b, t in v.items()}
+                               for k, v in ledger.items()}, indent=1))
+    tmp.replace(path)
+
+
+def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
+    """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
+    known = load(path).get(str(key), {})
+    ref, comp = known.get("reference"), known.get("compiled")
+    if ref is None and comp is None:
+        return Choice("reference", "no timings measured on this machine for this recipe, "
+                      "model and batch yet: reference (nothing to compile); this run's timing "
+                      "is recorded for the next")
+    ref_ms = ref.ms_per_step if ref else comp.ms_per_step / COMPILED_STEP_RATIO
+    comp_ms = comp.ms_per_step if comp else ref_ms * COMPILED_STEP_RATIO
+    startup = comp.startup_s if comp else COLD_COMPILE_S
+    t_ref, t_comp = steps * ref_ms / 1000, startup + steps * comp_ms / 1000
+    how = "measured" if ref and comp else "estimated from one measured backend"
+    best = "compiled" if t_comp < t_ref else "reference"
+    return Choice(best, f"{steps} steps: compiled ~{t_comp:.0f} s (start-up {startup:.0f} s "
+                        f"+ {comp_ms:.0f} ms/step) vs reference ~{t_ref:.0f} s "
+                        f"({ref_ms:.0f} ms/step), {how}")
