@@ -53,7 +53,7 @@ ORDERS = ("te", "te_v2_8", "torchao")
 _INV6 = float(torch.tensor(1.0 / 6.0, dtype=torch.float32))  # fp32(1/6) = 0.16666667163...
 _E4M3_MIN_NORMAL = 2.0 ** -6
 _RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688
-_INV_RANGE = float(torch.tensor(1.0 / _RANGE, dtype=torch.float32))  # fp32(1/2688), TE's factor_inv
+_INV_RANGE = float(torch.tensor(1.0 / _RANGE, dtype=torch.float32))  # TE's factor_inv
 
 
 def tensor_amax(block_amax: torch.Tensor) -> torch.Tensor:

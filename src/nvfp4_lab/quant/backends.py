@@ -57,6 +57,14 @@ class Backend:
         return f"{type(self).__name__}({self.name!r})"
 
 
+def cache_root() -> Path:
+    """The project's per-machine cache: ``$NVFP4_LAB_CACHE``, else
+    ``$XDG_CACHE_HOME/nvfp4-lab`` (default ``~/.cache/nvfp4-lab``)."""
+    if os.environ.get("NVFP4_LAB_CACHE"):
+        return Path(os.environ["NVFP4_LAB_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
+
+
 def compile_cache_dir() -> Path:
     """Where torch.compile keeps its compiled graphs (inductor's FX-graph and AOT-autograd
     caches): ``$TORCHINDUCTOR_CACHE_DIR`` if the user set it, else ``$NVFP4_LAB_CACHE/inductor``
@@ -66,9 +74,7 @@ def compile_cache_dir() -> Path:
     them in seconds."""
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-    root = os.environ.get("NVFP4_LAB_CACHE") or Path(
-        os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
-    return Path(root) / "inductor"
+    return cache_root() / "inductor"
 
 
 class CompiledBackend(Backend):

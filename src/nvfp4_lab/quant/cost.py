@@ -5,8 +5,9 @@ PyTorch) starts at once but runs each step at several times the BF16 step; ``com
 (torch.compile of the same functions) runs a step in about half the reference's time at
 ``nano`` but first compiles every quantizer of the recipe: about 90 s on a cold cache (2
 cores, ``nano``, the self-test's graphs included), seconds once the graphs are in the
-machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's length and on what this
-machine has already compiled, so ``auto`` decides from timings this machine measured:
+machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's
+length and on what this machine has already compiled, so ``auto`` decides from timings this
+machine measured:
 
     finish(reference) = steps x ms_reference
     finish(compiled)  = startup_compiled + steps x ms_compiled
@@ -64,9 +65,9 @@ class Choice:
 
 
 def ledger_path() -> Path:
-    from .backends import compile_cache_dir
+    from .backends import cache_root
 
-    return compile_cache_dir().parent / "timings.json"
+    return cache_root() / "timings.json"
 
 
 def load(path: Path | None = None) -> dict[str, dict[str, Timing]]:
