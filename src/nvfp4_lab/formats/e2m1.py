@@ -36,9 +36,18 @@ FP4_MAX = 6.0
 GRID = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)
 
 
+# The rounding below is arithmetic on fp32 tensors, without torch.where or comparisons: on
+# the CPU those produce or read bool tensors through unvectorised kernels, ~20x the cost of a
+# multiply over the same elements (benchmarks/RESULTS.md, Eager quantizers), and they were
+# most of an eager NVFP4 quantizer's time. Every value formed is a small dyadic number, so
+# each expression is exact and gives the same bits as the comparison it replaces.
+
+
 def _step(a: torch.Tensor) -> torch.Tensor:
-    """Grid spacing at magnitude a: 0.5 below 2, 1 in [2, 4), 2 from 4 on."""
-    return torch.where(a < 2.0, 0.5, torch.where(a < 4.0, 1.0, 2.0))
+    """Grid spacing at magnitude a in [0, 6]: 0.5 below 2, 1 in [2, 4), 2 from 4 on; NaN
+    stays NaN. With k = min(floor(a / 2), 2) in {0, 1, 2}, (k^2 + k + 2) / 4 = 0.5, 1, 2."""
+    k = torch.clamp_max(torch.floor(a * 0.5), 2.0)
+    return (k * (k + 1.0) + 2.0) * 0.25
 
 
 def round_rne(a: torch.Tensor) -> torch.Tensor:
@@ -74,7 +83,8 @@ def round_sr_hw8(a: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     """
     lo, s, f = _split(a)
     r8 = ((bits >> 24) & 0xFF).to(torch.float32)
-    return torch.where(torch.floor(f * 256.0) + r8 >= 256.0, lo + s, lo)
+    up = torch.clamp(torch.floor(f * 256.0) + r8 - 255.0, 0.0, 1.0)  # integers: 1 iff >= 256
+    return lo + s * up
 
 
 def round_sr_exact(a: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
@@ -85,14 +95,18 @@ def round_sr_exact(a: torch.Tensor, bits: torch.Tensor) -> torch.Tensor:
     """
     lo, s, f = _split(a)
     r24 = ((bits >> 8) & 0xFFFFFF).to(torch.float32)  # integers < 2^24: exact in fp32
-    return torch.where(r24 < f * 16777216.0, lo + s, lo)
+    # r24 < f 2^24 iff r24 < ceil(f 2^24) (r24 an integer); f 2^24 is exact, its ceil <= 2^24
+    up = torch.clamp(torch.ceil(f * 16777216.0) - r24, 0.0, 1.0)
+    return lo + s * up
 
 
 def apply_sign(mag: torch.Tensor, y: torch.Tensor, keep_negative_zero: bool) -> torch.Tensor:
     """Give the rounded magnitudes the sign of y (see the module docstring for -0.0)."""
     if keep_negative_zero:
         return torch.copysign(mag, y)
-    return torch.where(y < 0, -mag, mag)
+    # y < 0 takes the sign: -0.0 + 0.0 = +0.0 drops the sign of y = -0.0, and a NaN y (of
+    # either sign: x86 makes negative NaNs) counts as not negative, as the comparison does
+    return torch.copysign(mag, torch.nan_to_num(y, nan=0.0) + 0.0)
 
 
 def to_codes(q: torch.Tensor) -> torch.Tensor:

