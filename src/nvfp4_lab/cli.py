@@ -5,6 +5,8 @@
     nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
     nvfp4-lab plot DIR...               (re)write each sweep's report.md, tables, figures
+    nvfp4-lab plot --index results/     (re)write the index of the published ablations
+    nvfp4-lab publish SWEEP [--to DIR]  copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
 
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
@@ -159,9 +161,12 @@ def _report(paths, out, args) -> int:
 
 
 def plot(argv: list[str]) -> int:
-    """Rewrite the report of every sweep at or under each path (a run dir gets its own)."""
+    """Rewrite the report of every sweep at or under each path (a run dir gets its own), or
+    with ``--index DIR`` the results index of the ablations published there."""
     from .analysis.collect import find_sweeps
 
+    if argv and argv[0] == "--index":
+        return _index(argv[1:])
     args = _analysis_args("plot", argv, out=False)
     rc = 0
     for path in args.paths:
@@ -179,8 +184,46 @@ def compare(argv: list[str]) -> int:
     return _report(args.paths, out, args)
 
 
+def _index(argv: list[str]) -> int:
+    from .analysis.index import write_index
+
+    if len(argv) != 1 or not Path(argv[0]).is_dir():
+        print(f"error: --index takes one results directory, got {' '.join(argv) or 'none'}",
+              file=sys.stderr)
+        return 2
+    try:
+        print(f"index: {write_index(Path(argv[0]))}")
+    except (FileNotFoundError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def publish(argv: list[str]) -> int:
+    """Copy a finished ablation sweep's run files into ``results/<ablation>/``, draw its
+    report there (PNG figures only) and rewrite the index."""
+    import argparse
+
+    from .analysis.index import publish as copy_sweep
+    from .analysis.index import write_index
+    from .analysis.report import write_report
+
+    p = argparse.ArgumentParser(prog="nvfp4-lab publish")
+    p.add_argument("sweep", type=Path, help="a finished sweep directory (multirun.yaml)")
+    p.add_argument("--to", type=Path, default=Path("results"), help="results directory")
+    args = p.parse_args(argv)
+    try:
+        dest = copy_sweep(args.sweep, args.to)
+        write_report([dest], dest, pdf=False)
+        print(f"published: {dest}\nindex: {write_index(args.to)}")
+    except (FileNotFoundError, FileExistsError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
 COMMANDS = {"run": run, "prepare-data": prepare_data, "info": info, "bench": bench,
-            "plot": plot, "compare": compare}
+            "plot": plot, "compare": compare, "publish": publish}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -43,7 +43,7 @@ class Collection:
     runs: pd.DataFrame
     curves: pd.DataFrame
     layers: pd.DataFrame
-    skipped: pd.DataFrame  # run, status, reason
+    skipped: pd.DataFrame  # run, status, reason, label (of a failed or diverged run)
     axes: list[str] = field(default_factory=list)
     root: Path | None = None
 
@@ -216,7 +216,7 @@ def collect(paths: list[str | Path]) -> Collection:
         status = summary.get("status", "running")
         if status in ("failed", "diverged"):
             skipped.append({"run": run_id, "status": status,
-                            "reason": str(summary.get("error") or "")})
+                            "reason": str(summary.get("error") or ""), "config": config})
             continue
         rows.append({**config, "run": run_id, "path": str(run), "status": status,
                      "name": config.get("name"),
@@ -243,7 +243,8 @@ def _common_parts(dirs: list[Path]) -> tuple[str, ...]:
 
 
 def _assemble(rows, curves, layers, skipped, root) -> Collection:
-    skipped = pd.DataFrame(skipped, columns=["run", "status", "reason"])
+    configs = [s.pop("config", {}) for s in skipped]
+    skipped = pd.DataFrame(skipped, columns=["run", "status", "reason", "label"])
     if not rows:
         empty = pd.DataFrame(columns=["run", "label", "seed", *CURVE_COLUMNS])
         return Collection(pd.DataFrame(columns=["run", "label", "seed", "status"]), empty,
@@ -252,10 +253,11 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     config_cols = [c for c in runs.columns if "." in c or c == "arm"]
     axes = recipe_axes(runs[config_cols])
     runs["label"] = runs.apply(_label, axis=1, args=(axes,))
+    skipped["label"] = [_label(pd.Series(c), axes) if c else None for c in configs]
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
             "best_val_loss", "final_val_bpb", "final_train_loss", "tokens", "steps",
-            "decay_start", "wall_seconds", "tokens_per_second", "backend", "model", "name",
-            "path"]
+            "decay_start", "wall_seconds", "tokens_per_second", "backend", "model",
+            "data.tokenizer", "name", "path"]
     runs = runs.reindex(columns=list(dict.fromkeys(keep)))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")

@@ -255,11 +255,12 @@ def _same_scale_if_gap(left, right, metric: str) -> None:
         right.set_ylim(lo, hi)
 
 
-def save(fig, directory: Path, name: str) -> list[Path]:
-    """Write ``name``.png (150 dpi) and ``name``.pdf; close the figure."""
+def save(fig, directory: Path, name: str, pdf: bool = True) -> list[Path]:
+    """Write ``name``.png (150 dpi) and, with ``pdf``, ``name``.pdf; close the figure."""
     directory.mkdir(parents=True, exist_ok=True)
-    paths = [directory / f"{name}.png", directory / f"{name}.pdf"]
+    paths = [directory / f"{name}.png"] + ([directory / f"{name}.pdf"] if pdf else [])
     fig.savefig(paths[0], dpi=150)
-    fig.savefig(paths[1])
+    for path in paths[1:]:
+        fig.savefig(path)
     plt.close(fig)
     return paths

@@ -15,10 +15,16 @@ reference. ``reference`` is the label of our sweep that the report compares the 
 absolute or relative to a run we do not have (FP8 at 12B, BF16 where the sweep has no bf16 arm;
 ``notes`` says which). An ``ordering`` of null means the paper reports no difference at the
 scale nearest ours.
+
+``claims`` are the paper's findings as tests our runs can pass or fail, one string each:
+``"a < b"`` (a ends with the lower loss) or ``"a ~ b"`` (no difference), over our labels, taken
+from the finding, the ordering and the outcomes (an arm that diverged in the paper is worse than
+any that converged). ``analysis.index`` gives each claim a verdict from our paired gaps.
 """
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,8 +37,22 @@ GAP_METRICS = ("train_loss_gap_pct", "val_loss_gap_pct")
 ABSOLUTE_METRICS = ("val_loss", "train_loss")
 SOURCES = ("read", "plot≈")
 REQUIRED = ("experiment", "figure", "scale", "metric", "baseline", "reference", "axis", "finding",
-            "ordering", "values", "source")
+            "ordering", "values", "source", "claims")
+_CLAIM = re.compile(r"^\s*(?P<a>\S+)\s+(?P<op>[<~])\s+(?P<b>\S+)\s*$")
 OPTIONAL = ("outcomes", "notes")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One finding of the paper: ``better`` ends with a lower loss than ``worse``, or, when
+    ``same``, the two do not differ."""
+
+    better: str
+    worse: str
+    same: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.better} {'~' if self.same else '<'} {self.worse}"
 
 
 @dataclass(frozen=True)
@@ -51,6 +71,7 @@ class PaperResult:
     ordering: list[str] | None         # our labels, best (lowest loss) first; None: no difference
     values: dict[str, float]           # our label -> the paper's number in `metric` units
     source: dict[str, str]             # our label -> "read" | "plot≈"
+    claims: list[Claim]                # the findings our runs are checked against
     outcomes: dict[str, str] = field(default_factory=dict)   # label -> "converges" / "diverges.."
     notes: str = ""
 
@@ -110,12 +131,26 @@ def _parse(path: Path) -> PaperResult:
             raise ValueError(f"{path}: key 'ordering' must list each label of 'values' once: "
                              f"missing {sorted(set(values) - set(ordering))}, extra or repeated "
                              f"{sorted(set(ordering) - set(values)) or ordering}")
+    claims = _claims(path, raw["claims"])
     notes = raw.get("notes") or ""
     if not isinstance(notes, str):
         raise ValueError(f"{path}: key 'notes' must be a string")
     return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
                        baseline, raw["reference"], raw["axis"], raw["finding"], ordering,
-                       values, source, outcomes, notes)
+                       values, source, claims, outcomes, notes)
+
+
+def _claims(path: Path, raw) -> list[Claim]:
+    if not isinstance(raw, list) or not raw:
+        raise ValueError(f"{path}: key 'claims' must be a non-empty list of 'a < b' or 'a ~ b'")
+    out = []
+    for item in raw:
+        m = _CLAIM.match(str(item))
+        if not m or m["a"] == m["b"]:
+            raise ValueError(f"{path}: key 'claims': {item!r} is not 'a < b' or 'a ~ b' over "
+                             f"two different labels")
+        out.append(Claim(m["a"], m["b"], same=m["op"] == "~"))
+    return out
 
 
 def load_paper(ablation: str, directory: Path | str | None = None) -> PaperResult | None:

@@ -57,9 +57,11 @@ def gap_metric(curves: pd.DataFrame) -> str:
 
 
 def write_report(paths: list[str | Path], out: Path | None = None, *,
-                 baseline: str | None = None, ablation: str | None = None) -> Path:
+                 baseline: str | None = None, ablation: str | None = None,
+                 pdf: bool = True) -> Path:
     """Collect the runs under ``paths`` and write the report into ``out`` (default: the
-    common directory of the runs). Returns the path of ``report.md``."""
+    common directory of the runs); ``pdf``: each figure as PDF too, besides the PNG. Returns
+    the path of ``report.md``."""
     coll = collect(paths)
     out = Path(out or coll.root)
     if coll.runs.empty:
@@ -77,19 +79,20 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     sections = [_header(coll, ablation, paper, base, out), _table_md(table, base)]
 
     figs = out / "figures"
-    figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss")
+    figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss",
+                 pdf)
     names = ["loss"]
     metric = gap_metric(coll.curves)
     if len(coll.labels) > 1:
         fig, gaps = figures.gap_figure(coll.runs, coll.curves, coll.axes, colours, base, metric)
-        figures.save(fig, figs, "loss_gap")
+        figures.save(fig, figs, "loss_gap", pdf)
         gaps.to_csv(out / "tables" / "loss_gap.csv", index=False)
         names.append("loss_gap")
     eff = _efficiency(coll, base)
     if eff is not None:
         eff.to_csv(out / "tables" / "token_efficiency.csv", index=False)
         figures.save(figures.efficiency_figure(coll.runs, base, eff), figs,
-                     "token_efficiency")
+                     "token_efficiency", pdf)
         names.append("token_efficiency")
         sections.append(_efficiency_md(eff, base))
     elif len(coll.labels) > 1 and metric == "val_loss":
@@ -98,16 +101,16 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
         sections.append(_curve_efficiency_md(approx, base))
     if not coll.layers.empty:
         figures.save(figures.layer_error_figure(coll.layers, colours, coll.axes), figs,
-                     "layer_error")
+                     "layer_error", pdf)
         names.append("layer_error")
     if paper is not None:
         ours = _ours_in_paper_units(coll, paper, base)
-        title = f"this run: {_scale_text(coll)}"
+        title = f"this run: {scale_text(coll.runs)}"
         figures.save(figures.paper_figure(paper, ours, colours, title, base), figs,
-                     "paper_vs_ours")
+                     "paper_vs_ours", pdf)
         names.append("paper_vs_ours")
         sections.append(_paper_md(paper, ours))
-    sections.append(_figures_md(names))
+    sections.append(_figures_md(names, pdf))
     if len(coll.skipped):
         sections.append("## Skipped runs\n\n" + _md_table(coll.skipped))
     (out / "report.md").write_text("\n\n".join(sections) + "\n")
@@ -142,9 +145,11 @@ def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.
     return t[["label", "value", "lo", "hi", "loss", "verdict"]]
 
 
-def _scale_text(coll: Collection) -> str:
-    runs = coll.runs
+def scale_text(runs: pd.DataFrame) -> str:
+    """``nano (bytes), 410k tokens, 3 seed(s)`` from collect's runs table."""
     models = ", ".join(sorted(map(str, runs["model"].dropna().unique()))) or "?"
+    tokenizers = sorted(map(str, runs.get("data.tokenizer", pd.Series()).dropna().unique()))
+    models += f" ({', '.join(tokenizers)})" if tokenizers else ""
     tokens = runs["tokens"].dropna()
     span = (f"{figures.tokens_text(tokens.min())}" if tokens.nunique() <= 1 else
             f"{figures.tokens_text(tokens.min())}-{figures.tokens_text(tokens.max())}")
@@ -162,7 +167,7 @@ def _header(coll: Collection, ablation, paper, base: str, out: Path) -> str:
              "",
              f"Recipes, by `{figures.axis_title(coll.axes)}`: "
              + ", ".join(f"`{lb}`" for lb in coll.labels) + f"; baseline `{base}`. "
-             f"Scale: {_scale_text(coll)}."]
+             f"Scale: {scale_text(coll.runs)}."]
     return "\n".join(lines)
 
 
@@ -227,14 +232,15 @@ def _paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
             + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
 
 
-def _figures_md(names: list[str]) -> str:
+def _figures_md(names: list[str], pdf: bool) -> str:
     captions = {"loss": "Loss vs tokens (mean over seeds, band min-max; shaded: LR decay).",
                 "loss_gap": "Relative loss difference vs the baseline over tokens.",
                 "token_efficiency": "Final loss vs training tokens per recipe.",
                 "layer_error": "Relative error of the quantized weight gradient by depth.",
                 "paper_vs_ours": "The paper's numbers (left) beside ours (right)."}
     return "## Figures\n\n" + "\n\n".join(
-        f"![{n}](figures/{n}.png)\n\n{captions[n]} ([PDF](figures/{n}.pdf))" for n in names)
+        f"![{n}](figures/{n}.png)\n\n{captions[n]}"
+        + (f" ([PDF](figures/{n}.pdf))" if pdf else "") for n in names)
 
 
 def _md_table(df: pd.DataFrame) -> str:

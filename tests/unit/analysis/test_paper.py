@@ -60,7 +60,8 @@ def test_labels_are_swept_values(ablation):
     labels = swept(ablation, paper.axis)
     if paper.axis == "arm":
         assert labels == list(ablation_yaml(ablation)["arms"])
-    used = {*paper.values, *paper.source, *paper.outcomes, *(paper.ordering or [])}
+    used = {*paper.values, *paper.source, *paper.outcomes, *(paper.ordering or []),
+            *(label for c in paper.claims for label in (c.better, c.worse))}
     if paper.baseline is not None:
         used.add(paper.baseline)
     used.add(paper.reference)
@@ -86,6 +87,33 @@ def test_metric_units(ablation):
         assert v == sorted(v), f"{ablation}: ordering does not follow the values"
 
 
+@pytest.mark.parametrize("ablation", PAPER_FILES)
+def test_claims_agree_with_the_papers_own_numbers(ablation):
+    """A claim never says more than the file's numbers: "a < b" needs a lower loss for a (a
+    larger gap), or b diverging where a converged; "a ~ b" equal values unless the file's
+    ordering is null (a difference the paper saw only at a larger scale)."""
+    paper = load_paper(ablation)
+    sign = -1.0 if paper.metric in GAP_METRICS else 1.0
+    for c in paper.claims:
+        a, b = paper.values.get(c.better), paper.values.get(c.worse)
+        if c.same:
+            if paper.ordering is not None and a is not None and b is not None:
+                assert a == b, f"{ablation}: {c} but the values differ"
+        elif a is not None and b is not None:
+            assert sign * a < sign * b, f"{ablation}: {c} against the values {a}, {b}"
+        elif c.worse in paper.outcomes:
+            assert "diverges" in paper.outcomes[c.worse], f"{ablation}: {c}"
+            assert "diverges" not in paper.outcomes.get(c.better, ""), f"{ablation}: {c}"
+
+
+def test_malformed_claims_are_refused(tmp_path):
+    good = yaml.safe_load((paper_dir() / "formats.yaml").read_text())
+    for bad in (["bf16 > nvfp4"], ["bf16 < bf16"], [], "bf16 < nvfp4", ["bf16<"]):
+        (tmp_path / "formats.yaml").write_text(yaml.safe_dump({**good, "claims": bad}))
+        with pytest.raises(ValueError, match="'claims'"):
+            load_paper("formats", tmp_path)
+
+
 @pytest.mark.parametrize("ablation", WITH_PAPER)
 def test_ablation_header_lists_report_figures(ablation):
     lines = (CONF / "ablation" / f"{ablation}.yaml").read_text().splitlines()
@@ -102,7 +130,7 @@ def test_ablation_header_lists_report_figures(ablation):
 
 def make(ordering, values) -> PaperResult:
     return PaperResult("x", "E00", "Fig. 0", "-", "val_loss", None, "a", "arm", "-",
-                       ordering, values, {k: "read" for k in values})
+                       ordering, values, {k: "read" for k in values}, [])
 
 
 def test_ordering_agrees():
@@ -126,7 +154,8 @@ def test_ordering_ties_in_the_paper_are_not_an_order():
 GOOD = {"experiment": "E03", "figure": "Fig. 6a", "scale": "8B", "metric": "train_loss_gap_pct",
         "baseline": "bf16", "reference": "bf16", "axis": "quant", "finding": "f",
         "ordering": ["bf16", "nvfp4"],
-        "values": {"bf16": 0.0, "nvfp4": -1.5}, "source": {"bf16": "read", "nvfp4": "read"}}
+        "values": {"bf16": 0.0, "nvfp4": -1.5}, "source": {"bf16": "read", "nvfp4": "read"},
+        "claims": ["bf16 < nvfp4"]}
 
 
 @pytest.mark.parametrize("change, key", [

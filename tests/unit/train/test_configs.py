@@ -70,6 +70,22 @@ def test_ablation_composes_with_its_arms(composer, ablation):
     assert len(names) == len(arms) or ablation == "token_efficiency"   # arms differ
 
 
+@pytest.mark.parametrize("ablation", sorted(set(ABLATIONS) - {"smoke", "quickstart"}))
+def test_lab_scale_composes_onto_every_ablation(composer, ablation):
+    """+scale=lab sets the scale and leaves the ablation's own recipe and settings alone."""
+    scale = yaml.safe_load((CONF / "scale" / "lab.yaml").read_text())
+    alone = composer([f"+ablation={ablation}"])
+    cfg = composer([f"+ablation={ablation}", "+scale=lab"])
+    assert (cfg.model.name, cfg.data.tokenizer) == ("nano", "bytes")
+    for key, value in scale["train"].items():
+        assert cfg.train[key] == value
+    assert cfg.trainer.threads == scale["trainer"]["threads"]
+    assert cfg.quant.backend == scale["quant"]["backend"]
+    assert OmegaConf.masked_copy(cfg.quant, [k for k in cfg.quant if k != "backend"]) == \
+        OmegaConf.masked_copy(alone.quant, [k for k in alone.quant if k != "backend"])
+    assert cfg.arms == alone.arms and cfg.train.stats_every == alone.train.stats_every
+
+
 @pytest.mark.parametrize(("overrides", "message"), [
     (["quant.format=nvfp5"], "expected one of [bf16, fp8, mxfp4, nvfp4]"),
     (["quant.rht.sise=4"], "sise"),

@@ -1,0 +1,151 @@
+"""results/README.md: regenerated from the committed fixture tests/assets/results and checked
+against a hand calculation from its sweep_summary.csv files (numpy and a printed t table, not
+analysis.stats); publishing copies only the small files and never overwrites."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from nvfp4_lab.analysis.index import ABLATIONS, claim_verdict, publish, write_index
+from nvfp4_lab.analysis.paper import Claim, load_paper
+from nvfp4_lab.cli import main
+
+FIXTURE = Path(__file__).parents[2] / "assets" / "results"
+T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.776445105197799}  # t_{0.975, df}
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    out = tmp_path / "results"
+    shutil.copytree(FIXTURE, out)
+    return out
+
+
+def rows(readme: str) -> dict[tuple[str, str], list[str]]:
+    """(ablation, claim) -> the table row's cells."""
+    out, ablation = {}, None
+    for line in readme.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) != 6 or not cells[2].startswith("`"):
+            continue
+        m = re.match(r"\[?(\w+)", cells[0])
+        ablation = m[1] if m else ablation
+        out[(ablation, cells[2].strip("`"))] = cells
+    return out
+
+
+def hand_gap(summary: pd.DataFrame, by: str, better: str, worse: str) -> tuple[float, ...]:
+    """Mean and 95% interval of (loss_better - loss_worse) / loss_better * 100 over seeds."""
+    loss = summary.pivot_table(index="seed", columns=by, values="final_val_loss")
+    gaps = ((loss[better] - loss[worse]) / loss[better] * 100).dropna().to_numpy()
+    half = T975[len(gaps) - 1] * gaps.std(ddof=1) / np.sqrt(len(gaps))
+    return gaps.mean(), gaps.mean() - half, gaps.mean() + half
+
+
+def test_formats_rows_match_a_hand_calculation(results):
+    readme = write_index(results).read_text()
+    summary = pd.read_csv(results / "formats" / "sweep_summary.csv")
+    table = rows(readme)
+    for claim in load_paper("formats").claims:
+        mean, lo, hi = hand_gap(summary, "quant", claim.better, claim.worse)
+        cells = table[("formats", str(claim))]
+        assert cells[4] == f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}], 3 seeds"
+        expected = "reproduced" if hi < 0 else "contradicted" if lo > 0 else "not resolved"
+        assert cells[5] == f"**{expected}**"
+    # the fixture was made to have one of each: check the hand calculation saw them too
+    assert table[("formats", "bf16 < nvfp4")][5] == "**reproduced**"
+    assert table[("formats", "nvfp4 < mxfp4")][5] == "**not resolved**"
+
+
+def test_null_claim_and_diverged_arm(results):
+    table = rows(write_index(results).read_text())
+    summary = pd.read_csv(results / "rht_signs" / "sweep_summary.csv")
+    signs = summary["job"].str.extract(r"^\d+_(\w+)/")[0]
+    mean, lo, hi = hand_gap(summary.assign(signs=signs), "signs", "none", "fixed")
+    assert table[("rht_signs", "none ~ fixed")][4].startswith(f"{mean:+.2f} [{lo:+.2f}, ")
+    assert lo < 0 < hi and table[("rht_signs", "none ~ fixed")][5] == "**consistent**"
+    assert (summary.loc[signs == "per_call", "status"] == "diverged").all()
+    assert table[("rht_signs", "per_call ~ fixed")][4] == "diverged: per_call"
+    assert table[("rht_signs", "per_call ~ fixed")][5] == "**contradicted**"
+
+
+def test_unpublished_ablations_are_pending_with_their_claims(results):
+    readme = (write_index(results)).read_text()
+    published = {p.name for p in results.iterdir() if (p / "multirun.yaml").exists()}
+    assert published == {"formats", "rht_signs"}
+    for name in ABLATIONS:
+        line = next(li for li in readme.splitlines() if re.match(rf"\| \[?{name}\b", li))
+        assert ("**pending**" in line) == (name not in published)
+        if name not in published:
+            assert all(f"`{c}`" in line for c in load_paper(name).claims)
+    assert "Fixture scale." in readme          # the preregistration is included verbatim
+    assert f"2 of {len(ABLATIONS)} ablations published" in readme
+    assert "claims: 1 reproduced, 1 consistent, 1 not resolved, 1 contradicted." in readme
+
+
+@pytest.mark.parametrize("same, lo, hi, verdict", [
+    (False, -2.0, -0.1, "reproduced"), (False, -2.0, 0.5, "not resolved"),
+    (False, 0.1, 2.0, "contradicted"), (True, -0.3, 0.3, "consistent"),
+    (True, 0.1, 0.3, "contradicted"), (True, -0.5, -0.2, "contradicted"),
+])
+def test_claim_verdict(same, lo, hi, verdict):
+    assert claim_verdict(Claim("a", "b", same), lo, hi) == verdict
+
+
+def make_sweep(tmp_path: Path, name: str = "formats") -> Path:
+    """The fixture's formats runs as a raw sweep: plus checkpoints and event files."""
+    sweep = tmp_path / "sweep"
+    shutil.copytree(FIXTURE / "formats", sweep)
+    raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({**raw, "name": name}))
+    for run in sweep.glob("*/seed=*"):
+        (run / "checkpoints").mkdir()
+        (run / "checkpoints" / "last.ckpt").write_bytes(b"x" * 100)
+        (run / "logs" / "tb").mkdir(parents=True)
+        (run / "logs" / "tb" / "events.out").write_bytes(b"x")
+    return sweep
+
+
+def test_publish_copies_only_the_small_files_and_never_overwrites(tmp_path, capsys):
+    sweep = make_sweep(tmp_path)
+    results = tmp_path / "results"
+    assert main(["publish", str(sweep), "--to", str(results)]) == 0
+    dest = results / "formats"
+    files = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
+    runs = {p.relative_to(sweep).as_posix() for p in sweep.glob("*/seed=*")}
+    assert {f for f in files if "seed=" in f} == {f"{r}/{n}" for r in runs for n in
+                                                  ("config.yaml", "summary.json", "metrics.csv")}
+    assert {"multirun.yaml", "sweep_summary.csv", "report.md"} <= files
+    assert not any(f.endswith((".ckpt", ".pdf")) or "events" in f for f in files)
+    assert (results / "README.md").exists() and "figures/loss.png" in files
+    before = (dest / "report.md").read_bytes()
+    capsys.readouterr()
+    assert main(["publish", str(sweep), "--to", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "never overwritten" in err and err.count("\n") == 1
+    assert (dest / "report.md").read_bytes() == before
+
+
+def test_publish_refuses_unfinished_and_unknown_sweeps(tmp_path, capsys):
+    sweep = make_sweep(tmp_path, name="quickstart")
+    assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
+    assert "not a paper ablation" in capsys.readouterr().err
+    sweep = make_sweep(tmp_path / "b")
+    summary = pd.read_csv(sweep / "sweep_summary.csv")
+    summary.loc[0, "status"] = "running"
+    summary.to_csv(sweep / "sweep_summary.csv", index=False)
+    assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
+    assert "not finished" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
+
+
+def test_index_of_a_missing_directory_is_one_line(tmp_path, capsys):
+    assert main(["plot", "--index", str(tmp_path / "nope")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "nope" in err
