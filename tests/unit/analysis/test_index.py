@@ -17,6 +17,8 @@ from nvfp4_lab.analysis.paper import Claim, load_paper
 from nvfp4_lab.cli import main
 
 FIXTURE = Path(__file__).parents[2] / "assets" / "results"
+RESULTS = Path(__file__).parents[3] / "results"
+PUBLISHED = sorted(p.parent.name for p in RESULTS.glob("*/multirun.yaml"))
 T975 = {2: 4.302652729911275, 3: 3.182446305284263, 4: 2.776445105197799}  # t_{0.975, df}
 
 
@@ -40,24 +42,47 @@ def rows(readme: str) -> dict[tuple[str, str], list[str]]:
     return out
 
 
-def hand_gap(summary: pd.DataFrame, by: str, better: str, worse: str) -> tuple[float, ...]:
+def job_label(job: str) -> str:
+    """The swept value in a job directory name: ``3_+scale=lab,arm=base/seed=0`` -> base."""
+    overrides = job.split("/")[0].split("_", 1)[1].split(",")
+    return [o for o in overrides if not o.startswith("+")][0].split("=", 1)[1]
+
+
+def hand_gap(summary: pd.DataFrame, better: str, worse: str) -> tuple[float, ...]:
     """Mean and 95% interval of (loss_better - loss_worse) / loss_better * 100 over seeds."""
-    loss = summary.pivot_table(index="seed", columns=by, values="final_val_loss")
+    done = summary[summary["status"] == "done"].assign(label=summary["job"].map(job_label))
+    loss = done.pivot_table(index="seed", columns="label", values="final_val_loss")
     gaps = ((loss[better] - loss[worse]) / loss[better] * 100).dropna().to_numpy()
     half = T975[len(gaps) - 1] * gaps.std(ddof=1) / np.sqrt(len(gaps))
     return gaps.mean(), gaps.mean() - half, gaps.mean() + half
 
 
-def test_formats_rows_match_a_hand_calculation(results):
-    readme = write_index(results).read_text()
-    summary = pd.read_csv(results / "formats" / "sweep_summary.csv")
-    table = rows(readme)
-    for claim in load_paper("formats").claims:
-        mean, lo, hi = hand_gap(summary, "quant", claim.better, claim.worse)
-        cells = table[("formats", str(claim))]
+def check_rows(results: Path, ablation: str, table: dict) -> None:
+    """Every claim row of ``ablation`` against the hand calculation from its CSV."""
+    summary = pd.read_csv(results / ablation / "sweep_summary.csv")
+    labels = set(summary["job"].map(job_label))
+    for claim in load_paper(ablation).claims:
+        cells = table[(ablation, str(claim))]
+        if not {claim.better, claim.worse} <= labels:
+            assert cells[5] == "**not run**"
+            continue
+        failed = summary[summary["job"].map(job_label).isin([claim.better, claim.worse])
+                         & (summary["status"] != "done")]
+        if len(failed):
+            assert cells[4].startswith("diverged") or "seeds" in cells[4]
+            continue
+        mean, lo, hi = hand_gap(summary, claim.better, claim.worse)
         assert cells[4] == f"{mean:+.2f} [{lo:+.2f}, {hi:+.2f}], 3 seeds"
-        expected = "reproduced" if hi < 0 else "contradicted" if lo > 0 else "not resolved"
+        if claim.same:
+            expected = "consistent" if lo <= 0 <= hi else "contradicted"
+        else:
+            expected = "reproduced" if hi < 0 else "contradicted" if lo > 0 else "not resolved"
         assert cells[5] == f"**{expected}**"
+
+
+def test_formats_rows_match_a_hand_calculation(results):
+    table = rows(write_index(results).read_text())
+    check_rows(results, "formats", table)
     # the fixture was made to have one of each: check the hand calculation saw them too
     assert table[("formats", "bf16 < nvfp4")][5] == "**reproduced**"
     assert table[("formats", "nvfp4 < mxfp4")][5] == "**not resolved**"
@@ -66,8 +91,8 @@ def test_formats_rows_match_a_hand_calculation(results):
 def test_null_claim_and_diverged_arm(results):
     table = rows(write_index(results).read_text())
     summary = pd.read_csv(results / "rht_signs" / "sweep_summary.csv")
-    signs = summary["job"].str.extract(r"^\d+_(\w+)/")[0]
-    mean, lo, hi = hand_gap(summary.assign(signs=signs), "signs", "none", "fixed")
+    signs = summary["job"].map(job_label)
+    mean, lo, hi = hand_gap(summary, "none", "fixed")
     assert table[("rht_signs", "none ~ fixed")][4].startswith(f"{mean:+.2f} [{lo:+.2f}, ")
     assert lo < 0 < hi and table[("rht_signs", "none ~ fixed")][5] == "**consistent**"
     assert (summary.loc[signs == "per_call", "status"] == "diverged").all()
@@ -87,6 +112,25 @@ def test_unpublished_ablations_are_pending_with_their_claims(results):
     assert "Fixture scale." in readme          # the preregistration is included verbatim
     assert f"2 of {len(ABLATIONS)} ablations published" in readme
     assert "claims: 1 reproduced, 1 consistent, 1 not resolved, 1 contradicted." in readme
+
+
+@pytest.mark.parametrize("ablation", PUBLISHED)
+def test_published_results_match_a_hand_calculation(ablation, tmp_path):
+    """The committed results: every claim row recomputed from the committed sweep_summary.csv
+    (itself checked against the runs' summary.json files)."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    summary = pd.read_csv(results / ablation / "sweep_summary.csv")
+    for job, loss in zip(summary["job"], summary["final_val_loss"]):
+        run = yaml.safe_load((results / ablation / job / "summary.json").read_text())
+        assert run.get("final_val_loss") == pytest.approx(loss, rel=1e-12, nan_ok=True)
+    check_rows(results, ablation, rows(write_index(results).read_text()))
+
+
+def test_committed_index_is_regenerated_from_the_committed_runs(tmp_path):
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    assert write_index(results).read_text() == (RESULTS / "README.md").read_text()
 
 
 @pytest.mark.parametrize("same, lo, hi, verdict", [
