@@ -226,17 +226,37 @@ COMMANDS = {"run": run, "prepare-data": prepare_data, "info": info, "bench": ben
             "plot": plot, "compare": compare, "publish": publish}
 
 
+SUMMARY = {
+    "run": "train one configuration or a sweep (Hydra overrides; run --help: groups, ablations)",
+    "prepare-data": "fetch and tokenize the configured corpus (data=...)",
+    "info": "versions, devices, backends, the conf dir, an eager-vs-compiled check",
+    "bench": "run a benchmark from benchmarks/ (a checkout only)",
+    "plot": "rewrite each sweep's report.md, tables and figures; --index results/",
+    "compare": "one report over any runs and sweeps",
+    "publish": "copy a finished ablation sweep into results/ with its report",
+}
+
+
+def usage() -> str:
+    width = max(map(len, COMMANDS))
+    return ("usage: nvfp4-lab COMMAND [ARGS]   (a first argument key=value means run)\n\n"
+            + "\n".join(f"  {name:<{width}}  {SUMMARY[name]}" for name in COMMANDS)
+            + "\n\n  nvfp4-lab run +ablation=quickstart        the README's first command")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] in ("-h", "--help", "help"):
+        print(usage())
+        return 0
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
     if os.environ.get(ENV) in COMMANDS:           # a DDP worker re-executed by Lightning
         return COMMANDS[os.environ[ENV]](argv)
     if argv and ("=" in argv[0] or argv[0].startswith(("+", "-"))):
         return run(argv)
-    got = f"unknown subcommand {argv[0]!r}; " if argv else ""
-    print(f"usage: nvfp4-lab {{{','.join(COMMANDS)}}} ...\n{got}"
-          f"available: {', '.join(COMMANDS)}", file=sys.stderr)
+    got = f"unknown subcommand {argv[0]!r}\n" if argv else ""
+    print(f"{got}{usage()}", file=sys.stderr)
     return 2
 
 

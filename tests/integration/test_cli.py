@@ -238,11 +238,24 @@ def test_info_reports_formats_and_compiled_equals_eager(work):
     assert "compiled mxfp4 == eager: True" in out.out
 
 
+def listed_commands(text: str) -> list[str]:
+    return re.findall(r"^  ([a-z-]+)  +\S", text, re.M)
+
+
 def test_unknown_subcommand_fails_and_lists_the_available_ones(work):
     out = work.run("unknown", cmd=[*MODULE, "trian"])
     assert out.rc == 2
     assert "unknown subcommand 'trian'" in out.err
-    assert "available: run, prepare-data, info" in out.err
+    assert listed_commands(out.err)[:3] == ["run", "prepare-data", "info"]
+
+
+def test_top_level_help_lists_every_subcommand(work):
+    from nvfp4_lab.cli import COMMANDS
+
+    out = work.run("top_help", cmd=[SCRIPT, "--help"])
+    assert out.rc == 0 and not out.err, out
+    assert listed_commands(out.out) == list(COMMANDS)      # each once, with its line
+    assert "Configuration groups" not in out.out            # not the Hydra help of run
 
 
 # --------------------------------------------------------------------------- one run

@@ -182,6 +182,18 @@ def test_paper_panel_and_ordering_for_an_ablation_with_paper_numbers(runs_factor
     assert "bf16 < nvfp4 < mxfp4; it agrees with the paper" in text, text
 
 
+def test_one_seed_says_only_what_was_measured(runs_factory, tmp_path):
+    """The quickstart's case: one seed orders the recipes as the paper does, but without an
+    interval the report must not call that agreement; and its scale says "1 seed"."""
+    for job, quant, final in (("0_quant=bf16/seed=0", "bf16", 3.0),
+                              ("1_quant=nvfp4/seed=0", "nvfp4", 3.03),
+                              ("2_quant=mxfp4/seed=0", "mxfp4", 3.06)):
+        runs_factory(job, quant=quant, seed=0, name="quickstart", val_loss=val(final, 4))
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert "one seed): bf16 < nvfp4 < mxfp4; one sample without an interval" in text, text
+    assert "it agrees" not in text and "1 seed." in text and "seed(s)" not in text
+
+
 def test_paper_ordering_disagreement_is_reported(runs_factory, tmp_path):
     three_seed_sweep(runs_factory, name="quickstart", mxfp4=(3.01, 3.01, 3.01))
     text = write_report([tmp_path / "sweep"]).read_text()
