@@ -45,10 +45,17 @@ def run(argv: list[str]) -> int:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from .train import preflight
     from .train.schema import register
     from .train.sweep import SweepSummary
     from .train.task import train
 
+    flags = {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}
+    if not flags and not os.environ.get("HYDRA_FULL_ERROR"):
+        problem = preflight.check(argv)       # one line, before Hydra writes anything
+        if problem:
+            print(f"nvfp4-lab: {problem}", file=sys.stderr)
+            return 2
     register()
     os.environ[ENV] = "run"
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]

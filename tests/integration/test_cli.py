@@ -170,6 +170,8 @@ def background(work):
         "bad_key": [*work.train_args("bad_key"), "train.max_stepz=3"],
         "bad_value": [*work.train_args("bad_value"), "quant.format=nvfp5"],
         "bad_group": [*work.train_args("bad_group"), "quant=nvfp5"],
+        "typo": [*work.train_args("typo"), "model.d_modle=64"],
+        "negative_steps": [*work.train_args("negative_steps"), "train.max_steps=-3"],
         "help": None,
     }
 
@@ -497,13 +499,17 @@ def test_a_sweep_ends_with_its_report_and_the_notebook_runs_on_it(work, backgrou
 # --------------------------------------------------------------------------- config errors
 
 @pytest.mark.parametrize("name, expected", [
-    ("bad_key", ["train.max_stepz"]),
+    ("bad_key", ["train.max_stepz", "did you mean train.max_steps?"]),
     ("bad_value", ["nvfp5", "quant.format", "bf16, fp8, mxfp4, nvfp4"]),
     ("bad_group", ["quant/nvfp5", "bf16", "fp8", "mxfp4", "nvfp4_base"]),
+    ("typo", ["model.d_modle=64", "did you mean model.d_model?", "n_layers"]),
+    ("negative_steps", ["train.max_steps=-3 must be >= 1"]),
 ])
 def test_a_bad_override_fails_at_compose_time(work, background, name, expected):
     result = finished(background, name)
-    assert result.rc != 0, result
+    assert result.rc == 2, result
+    assert len(result.err.strip().splitlines()) == 1, result    # one line, the fix in it
+    assert "+model" not in result.err and "To append" not in result.err
     for text in expected:
         assert text in result.err, result
     assert "Traceback" not in result.err, result      # a message, not a crash

@@ -1,0 +1,116 @@
+"""Check a command line's overrides before Hydra starts: one line naming the key, the value and
+the fix, and nothing written.
+
+Inside ``@hydra.main`` a mistake surfaces late and loudly. A mistyped key
+(``model.d_modle=64``) gets Hydra's advice to append it (``+model.d_modle=64``), which the
+model then rejects with a traceback; a value the typed configs refuse (``train.max_steps=-3``)
+raises inside the task, after Hydra has created the run directory, and prints a partial stack.
+``check`` composes the same config first, through Hydra's compose API, and builds the typed
+configs the task will build (``train/schema.py``), so the command can stop with one line
+before anything exists on disk. A sweep is checked one value at a time: every value of every
+swept key, with the other keys at their first value (at most ``MAX_VALUES`` per key; seeds and
+the like need no more). The ablation's arms are checked by the sweep callback, which sees
+them; ``HYDRA_FULL_ERROR=1`` skips this module and shows Hydra's own report.
+"""
+from __future__ import annotations
+
+import difflib
+import re
+
+from hydra import compose, initialize_config_dir
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import ConfigCompositionException, OverrideParseException
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
+
+from ..configs import conf_dir
+from ..data import DataConfig
+from ..model import ModelConfig
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
+
+MAX_VALUES = 20
+_NO_KEY = re.compile(r"Could not override '([^']+)'")
+_NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
+
+
+def check(argv: list[str]) -> str | None:
+    """None when every job of the command line composes into valid configs, else one line."""
+    overrides = [a for a in argv if not a.startswith("-")]
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:
+        return _first_line(err)
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        for trial in _trials(parsed):
+            problem = _problem(trial)
+            if problem:
+                return problem
+    return None
+
+
+def _trials(parsed) -> list[list[str]]:
+    """The override lists to compose: the first value of every sweep, then each further value
+    of each swept key with the others at their first."""
+    def at(o, value) -> str:
+        return f"{o.get_key_element()}={value}"
+
+    values = [list(o.sweep_string_iterator())[:MAX_VALUES] if o.is_sweep_override() else None
+              for o in parsed]
+    base = [o.input_line if v is None else at(o, v[0]) for o, v in zip(parsed, values)]
+    trials = [base]
+    for i, (o, v) in enumerate(zip(parsed, values)):
+        for value in (v or [])[1:]:
+            trials.append([*base[:i], at(o, value), *base[i + 1:]])
+    return trials
+
+
+def _problem(trial: list[str]) -> str | None:
+    try:
+        cfg = compose("config", overrides=trial, return_hydra_config=True)
+    except ConfigCompositionException as err:
+        return _explain(err, trial)
+    try:
+        cfg = apply_arm(cfg)
+        recipe_of(cfg.quant)
+        plain(cfg.model, ModelConfig)
+        plain(cfg.data, DataConfig)
+        plain(cfg.train, TrainConfig)
+        plain(cfg.trainer, TrainerConfig)
+    except (ValueError, TypeError, OmegaConfBaseException) as err:
+        return _first_line(err)
+    return None
+
+
+def _explain(err: ConfigCompositionException, trial: list[str]) -> str:
+    text = str(err)
+    if m := _NO_KEY.search(text):
+        return _no_key(m[1], trial)
+    if m := _NO_OPTION.search(text):
+        group, name = m[1], m[2]
+        options = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+        return (f"no config {group}/{name} ({group}={name}); the options of {group}: "
+                f"{', '.join(options)}")
+    cause = err.__cause__ or err
+    culprit = next((o for o in trial if o.split("=", 1)[0].lstrip("+~") in text), None)
+    return (f"{culprit}: " if culprit else "") + _first_line(cause)
+
+
+def _no_key(key: str, trial: list[str]) -> str:
+    """``model.d_modle``: the nearest key of ``model`` and the keys it has."""
+    override = next(o for o in trial if o.split("=", 1)[0].lstrip("+~") == key)
+    rest = [o for o in trial if o != override]
+    cfg = compose("config", overrides=rest)
+    parent, _, leaf = key.rpartition(".")
+    node = OmegaConf.select(cfg, parent) if parent else cfg
+    if not isinstance(node, DictConfig):
+        return f"no key {key} ({override}): {parent} has no keys"
+    keys = [str(k) for k in node.keys()]
+    near = difflib.get_close_matches(leaf, keys, n=1)
+    where = parent or "the top level"
+    hint = f"did you mean {parent + '.' if parent else ''}{near[0]}? " if near else ""
+    return f"no key {key} ({override}); {hint}{where} has: {', '.join(keys)}"
+
+
+def _first_line(err: BaseException) -> str:
+    return next((line.strip() for line in str(err).splitlines() if line.strip()), repr(err))

@@ -1,0 +1,38 @@
+"""The command-line check before Hydra starts: one line with the key, the value and the fix."""
+from __future__ import annotations
+
+import pytest
+from hydra.core.override_parser.overrides_parser import OverridesParser
+
+from nvfp4_lab.train.preflight import _trials, check
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["model.d_modle=64"], "no key model.d_modle (model.d_modle=64); did you mean model.d_model?"),
+    (["quant.rht.sise=4"], "did you mean quant.rht.size? quant.rht has: gemms, size, signs, seed"),
+    (["nonsense=1"], "no key nonsense (nonsense=1); the top level has: seed, name,"),
+    (["train.max_steps=-3"], "train.max_steps=-3 must be >= 1"),
+    (["quant=nvfp5"], "no config quant/nvfp5 (quant=nvfp5); the options of quant: bf16, fp8,"),
+    (["train.schedule=linear"], "train.schedule=linear: Invalid value 'linear', expected one of"),
+    (["data=textdir"], "data.source=textdir needs data.path"),
+    # a sweep: the bad value is the second of its key, the other key swept too
+    (["-m", "quant=bf16,nvfp5", "seed=0,1"], "no config quant/nvfp5"),
+    (["-m", "seed=0,1", "train.max_steps=10,0"], "train.max_steps=0 must be >= 1"),
+])
+def test_mistakes_get_one_line_naming_the_fix(argv, expected):
+    problem = check(argv)
+    assert problem is not None and expected in problem and "\n" not in problem
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["+ablation=formats", "+scale=lab"], ["-m", "quant=bf16,nvfp4", "seed=0,1,2"],
+    ["hydra.sweep.dir=/tmp/x", "model=micro", "train.max_tokens=1000"],
+])
+def test_valid_command_lines_pass(argv):
+    assert check(argv) is None
+
+
+def test_each_swept_value_is_tried_once_with_the_others_at_their_first():
+    parsed = OverridesParser.create().parse_overrides(["a=1,2,3", "b=x", "c=range(2)"])
+    assert _trials(parsed) == [["a=1", "b=x", "c=0"], ["a=2", "b=x", "c=0"],
+                               ["a=3", "b=x", "c=0"], ["a=1", "b=x", "c=1"]]
