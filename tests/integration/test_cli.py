@@ -262,6 +262,18 @@ def test_top_level_help_lists_every_subcommand(work):
 
 # --------------------------------------------------------------------------- one run
 
+def test_plain_progress_shows_the_newest_validation(ref, background):
+    """A plain line at a validation step shows that validation's loss, later lines keep it."""
+    printed = {int(m[1]): float(m[2]) for m in re.finditer(
+        r"^step (\d+)/\d+  train_loss \S+  val_loss (\S+)", finished(background, "ref").out,
+        re.M)}
+    val = at(read_metrics(ref / "metrics.csv"), "val_loss")
+    assert set(range(EVERY, STEPS + 1)) <= set(printed)
+    for step, shown in printed.items():
+        newest = max(s for s in val if s <= step)
+        assert shown == pytest.approx(val[newest], abs=1e-4), (step, shown, val)
+
+
 def test_run_trains_and_writes_a_complete_run_directory(ref):
     s = summary(ref)
     assert s["status"] == "done" and s["error"] is None, s

@@ -177,7 +177,8 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
-                 *progress_callbacks(tr.progress, multirun, t.log_every, tokens_per_step)]
+                 *progress_callbacks(tr.progress, multirun, t.log_every, tokens_per_step,
+                                    t.val_every)]
     return L.Trainer(
         accelerator=tr.accelerator, devices=tr.devices, num_nodes=tr.num_nodes,
         strategy=tr.strategy, precision=tr.precision, deterministic=tr.deterministic,
