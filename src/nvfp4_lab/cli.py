@@ -1,6 +1,7 @@
 """The ``nvfp4-lab`` console script: a small dispatcher over subcommands.
 
-    nvfp4-lab run [overrides]           train (a Hydra app: -m, +ablation=NAME, --help)
+    nvfp4-lab run [overrides]           train (a Hydra app: -m, +ablation=NAME, --help,
+                                        --dry-run: the jobs and their estimated time)
     nvfp4-lab prepare-data [overrides]  fetch/tokenize the configured corpus (data=...)
     nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
@@ -50,12 +51,19 @@ def run(argv: list[str]) -> int:
     from .train.sweep import SweepSummary
     from .train.task import train
 
+    dry_run = "--dry-run" in argv
+    argv = [a for a in argv if a != "--dry-run"]
     flags = {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}
     if not flags and not os.environ.get("HYDRA_FULL_ERROR"):
         problem = preflight.check(argv)       # one line, before Hydra writes anything
         if problem:
             print(f"nvfp4-lab: {problem}", file=sys.stderr)
             return 2
+    if dry_run:
+        from .train.preview import preview
+
+        print(preview(argv))
+        return 0
     register()
     os.environ[ENV] = "run"
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]

@@ -20,6 +20,7 @@ import os
 import re
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -29,9 +30,12 @@ from pathlib import Path
 
 import pytest
 
+from nvfp4_lab.quant.backends import compile_cache_dir
+
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 TIMEOUT = 240  # seconds, per subprocess
+COMPILE_CACHE = compile_cache_dir()
 
 # A console script sits beside the interpreter that installed it; fall back to PATH.
 SCRIPT = str(Path(sys.executable).with_name("nvfp4-lab")) \
@@ -87,8 +91,12 @@ class Proc:
         self.cmd, self.name = [str(c) for c in cmd], name
         self.stdout, self.stderr = logs / f"{name}.out", logs / f"{name}.err"
         with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
-            self.p = subprocess.Popen(self.cmd, stdout=out, stderr=err, cwd=cwd,
-                                      env=subprocess_env(), start_new_session=True)
+            # the module's own timing ledger (runs record theirs; --dry-run reads it), the
+            # machine's compile cache (warm graphs keep the compiled checks fast)
+            env = {**subprocess_env(), "NVFP4_LAB_CACHE": str(logs.parent / "lab-cache"),
+                   "TORCHINDUCTOR_CACHE_DIR": str(COMPILE_CACHE)}
+            self.p = subprocess.Popen(self.cmd, stdout=out, stderr=err, cwd=cwd, env=env,
+                                      start_new_session=True)
         self.started = time.monotonic()
 
     def output(self) -> str:
@@ -272,6 +280,33 @@ def test_plain_progress_shows_the_newest_validation(ref, background):
     for step, shown in printed.items():
         newest = max(s for s in val if s <= step)
         assert shown == pytest.approx(val[newest], abs=1e-4), (step, shown, val)
+
+
+def test_dry_run_lists_the_sweeps_jobs_in_launch_order(work, background):
+    """The smoke sweep's jobs as --dry-run lists them = the job directories Hydra made."""
+    smoke = finished(background, "smoke")
+    assert smoke.rc == 0, smoke
+    out = work.root / "dry_out"
+    result = work.run("dry_smoke", "+ablation=smoke", f"output_root={out}", "--dry-run")
+    assert result.rc == 0, result
+    listed = re.findall(r"^ +(\d+)  quant=(\w+), seed=(\d+) ", result.out, re.M)
+    made = sorted((int(d.parent.name.split("_")[0]), d.parent.name.split("=")[1],
+                   d.name.split("=")[1]) for d in (work.root / "smoke").glob("*/seed=*"))
+    assert [(int(n), q, s) for n, q, s in listed] == made and len(made) == 4
+    assert "4 jobs, 1 at a time" in result.out and not out.exists()
+
+
+def test_dry_run_estimates_from_what_a_run_measured(ref, work):
+    """The reference run filed its step time; the same command with --dry-run finds it."""
+    rates = read_metrics(ref / "metrics.csv")["tokens_per_second"]
+    rates = [r for r in rates if r is not None][1:]
+    expected = STEPS * TOKENS_PER_STEP / statistics.median(rates)
+    result = work.run("dry_ref", *work.train_args("dry_ref"), "--dry-run")
+    assert result.rc == 0, result
+    m = re.search(rf"^ +0  .* {STEPS}  (\d+) s \(reference\)$", result.out, re.M)
+    assert m, result
+    assert abs(int(m[1]) - expected) <= 1, (m[1], expected)
+    assert not work.run_dir("dry_ref").exists()
 
 
 def test_run_trains_and_writes_a_complete_run_directory(ref):

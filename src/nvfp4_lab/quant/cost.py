@@ -65,6 +65,15 @@ class Choice:
     reason: str
 
 
+def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
+    """The key a run's timing is filed under: its quantizer specs (none for BF16), the model
+    config (vocabulary resolved), tokens per step, threads, torch version."""
+    import torch
+
+    return RunKey(repr(sorted(map(repr, set(specs)))), repr(model_cfg), tokens_per_step,
+                  threads, torch.__version__)
+
+
 def ledger_path() -> Path:
     from .backends import cache_root
 
@@ -93,20 +102,40 @@ def record(key: RunKey, backend: str, timing: Timing, path: Path | None = None) 
     tmp.replace(path)
 
 
-def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
-    """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
+def _rates(key: RunKey, path: Path | None) -> tuple[float, float, float, str] | None:
+    """(reference ms/step, compiled ms/step, compiled start-up s, how they were known) for
+    ``key``; a backend not measured is estimated from the other. None: neither measured."""
     known = load(path).get(str(key), {})
     ref, comp = known.get("reference"), known.get("compiled")
     if ref is None and comp is None:
-        return Choice("reference", "no timings measured on this machine for this recipe, "
-                      "model and batch yet: reference (nothing to compile); this run's timing "
-                      "is recorded for the next")
+        return None
     ref_ms = ref.ms_per_step if ref else comp.ms_per_step / COMPILED_STEP_RATIO
     comp_ms = comp.ms_per_step if comp else ref_ms * COMPILED_STEP_RATIO
     startup = comp.startup_s if comp else COLD_COMPILE_S
-    t_ref, t_comp = steps * ref_ms / 1000, startup + steps * comp_ms / 1000
-    how = "measured" if ref and comp else "estimated from one measured backend"
-    best = "compiled" if t_comp < t_ref else "reference"
-    return Choice(best, f"{steps} steps: compiled ~{t_comp:.0f} s (start-up {startup:.0f} s "
-                        f"+ {comp_ms:.0f} ms/step) vs reference ~{t_ref:.0f} s "
-                        f"({ref_ms:.0f} ms/step), {how}")
+    return ref_ms, comp_ms, startup, ("measured" if ref and comp else
+                                      "estimated from one measured backend")
+
+
+def finish_times(key: RunKey, steps: int, path: Path | None = None) -> dict[str, float] | None:
+    """Seconds each CPU backend would take for ``steps`` steps (the start-up both share is
+    left out), from this machine's timings; None when neither was ever measured for ``key``."""
+    rates = _rates(key, path)
+    if rates is None:
+        return None
+    ref_ms, comp_ms, startup, _ = rates
+    return {"reference": steps * ref_ms / 1000, "compiled": startup + steps * comp_ms / 1000}
+
+
+def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
+    """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
+    rates = _rates(key, path)
+    if rates is None:
+        return Choice("reference", "no timings measured on this machine for this recipe, "
+                      "model and batch yet: reference (nothing to compile); this run's timing "
+                      "is recorded for the next")
+    ref_ms, comp_ms, startup, how = rates
+    times = finish_times(key, steps, path)
+    best = min(times, key=times.get)
+    return Choice(best, f"{steps} steps: compiled ~{times['compiled']:.0f} s (start-up "
+                        f"{startup:.0f} s + {comp_ms:.0f} ms/step) vs reference "
+                        f"~{times['reference']:.0f} s ({ref_ms:.0f} ms/step), {how}")

@@ -106,11 +106,10 @@ class LMTask(L.LightningModule):
             specs = [o.spec for o in operand_plan(self.recipe).values() if o.spec]
             device = self.trainer.strategy.root_device
             name = self.recipe.backend
-            if device.type == "cpu" and specs:
-                self.cost_key = cost.RunKey(repr(sorted(map(repr, set(specs)))),
-                                            repr(self.model_cfg), self.tokens_per_step,
-                                            torch.get_num_threads(), torch.__version__)
-                if name == "auto":
+            if device.type == "cpu":     # BF16 too: its timing lets --dry-run estimate it
+                self.cost_key = cost.run_key(specs, self.model_cfg, self.tokens_per_step,
+                                             torch.get_num_threads())
+                if name == "auto" and specs:
                     choice = cost.choose(self.cost_key, self.max_steps)
                     name, self.backend_reason = choice.backend, choice.reason
                     print(f"backend auto: {name} ({choice.reason})", flush=True)

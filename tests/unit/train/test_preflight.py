@@ -36,3 +36,24 @@ def test_each_swept_value_is_tried_once_with_the_others_at_their_first():
     parsed = OverridesParser.create().parse_overrides(["a=1,2,3", "b=x", "c=range(2)"])
     assert _trials(parsed) == [["a=1", "b=x", "c=0"], ["a=2", "b=x", "c=0"],
                                ["a=3", "b=x", "c=0"], ["a=1", "b=x", "c=1"]]
+
+
+def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, monkeypatch):
+    """The ablation's swept keys first, in its order; a key the command line sweeps too takes
+    the command line's values in the ablation's place; a new swept key comes last."""
+    from hydra import initialize_config_dir
+
+    from nvfp4_lab.configs import conf_dir
+    from nvfp4_lab.train.preview import job_overrides, preview
+    from nvfp4_lab.train.schema import register
+
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        jobs, parallel = job_overrides(["+ablation=smoke", "seed=7,8", "-m", "model.lr=1e-3,2e-3"])
+    assert parallel == 1 and len(jobs) == 8
+    assert [j[:2] for j in jobs[:4]] == [["quant=bf16", "seed=7"], ["quant=bf16", "seed=7"],
+                                         ["quant=bf16", "seed=8"], ["quant=bf16", "seed=8"]]
+    assert [j[-1] for j in jobs[:2]] == ["model.lr=0.001", "model.lr=0.002"]
+    text = preview(["+ablation=smoke"])
+    assert text.startswith("4 jobs, 1 at a time") and text.count("never run here") == 4
