@@ -73,7 +73,8 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
 
     table = recipe_table(coll.runs, "final_val_loss", base)
     table.to_csv(out / "tables" / "final_loss.csv", index=False)
-    sections = [_header(coll, ablation, paper, base, out), _table_md(table, base)]
+    sections = [_header(coll, ablation, paper, base, out),
+                _table_md(table, base) + _repeats_md(coll.runs)]
 
     figs = out / "figures"
     figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss",
@@ -188,6 +189,16 @@ def _table_md(table: pd.DataFrame, base: str) -> str:
             "is given only when the 95% interval excludes zero.\n\n"
             "| recipe | seeds | mean | sd | 95% CI | gap (%) | gap 95% CI | verdict |\n"
             "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def _repeats_md(runs: pd.DataFrame) -> str:
+    """A note naming the seeds run more than once (averaged: a repeat is not a new sample)."""
+    done = runs[runs["status"] == "done"]
+    counts = done.groupby(["label", "seed"], sort=False).size()
+    repeats = [f"`{label}` seed {seed} x{n}" for (label, seed), n in counts.items() if n > 1]
+    return ("" if not repeats else "\n\nSeeds run more than once, averaged into one sample "
+            "each (a repeat of a seed is not an independent sample): " + ", ".join(repeats)
+            + ".")
 
 
 def _efficiency_md(eff: pd.DataFrame, reference: str) -> str:

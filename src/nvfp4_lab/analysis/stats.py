@@ -200,9 +200,11 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
                  baseline: str | None = None, level: float = 0.95) -> pd.DataFrame:
     """One row per label (first appearance order) summarizing its "done" runs on ``metric``.
 
-    Columns label, n, mean, sd, ci_lo, ci_hi, where n counts the done runs with a finite
-    metric (a label with none keeps its row, n = 0, so a recipe that only failed stays
-    visible). With a ``baseline`` the paired gaps of ``paired_gaps`` are summarized too:
+    Columns label, n, mean, sd, ci_lo, ci_hi, runs, where n counts the seeds with a done run
+    and a finite metric (a label with none keeps its row, n = 0, so a recipe that only failed
+    stays visible). Runs of one seed (a repeat) are averaged first: a repeat is not a new
+    sample, and two bit-identical runs would otherwise make a zero-width interval; ``runs``
+    counts them, so a reader can see where n < runs. With a ``baseline`` the paired gaps of ``paired_gaps`` are summarized too:
     n_pairs, gap_pct (their mean), gap_lo, gap_hi and a verdict: "better" / "worse" when the
     gap interval excludes 0, "not resolved" when it includes 0, "one seed: no interval",
     "no paired seeds". The baseline's own row has verdict "baseline", NaN gaps, and as
@@ -211,12 +213,15 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
     if baseline is not None:
         _require_label(runs, baseline, "baseline")
     finished = _finished(runs, metric)
+    per_seed = finished.groupby(["label", "seed"], sort=False)[metric].agg(["mean", "size"])
     gaps = paired_gaps(runs, baseline, metric) if baseline is not None else None
     rows = []
     for label in _labels(runs):
-        ci = mean_ci(finished.loc[finished["label"] == label, metric], level)
+        mine = per_seed.loc[label] if label in per_seed.index.get_level_values(0) else None
+        ci = mean_ci(mine["mean"] if mine is not None else [], level)
         row = {"label": label, "n": ci.n, "mean": ci.mean, "sd": ci.sd,
-               "ci_lo": ci.lo, "ci_hi": ci.hi}
+               "ci_lo": ci.lo, "ci_hi": ci.hi,
+               "runs": int(mine["size"].sum()) if mine is not None else 0}
         if gaps is not None:
             if label == baseline:
                 n_pairs = finished.loc[finished["label"] == label, "seed"].nunique()

@@ -284,3 +284,14 @@ def test_each_ablation_names_the_figures_its_report_will_contain(ablation):
     if (cfg.get("train") or {}).get("stats_every"):
         expected.add("layer_error.png")
     assert {f.strip() for f in line[1].split(",")} == expected
+
+
+def test_compare_names_a_repeated_seed_and_counts_it_once(runs_factory, tmp_path):
+    """Two runs of one config and seed given to compare: one sample, said so in the report."""
+    for job in ("a/seed=0", "b/seed=0"):
+        runs_factory(job, quant="nvfp4", seed=0, val_loss=val(3.05, 4))
+    runs_factory("c/seed=0", quant="bf16", seed=0, val_loss=val(3.0, 4))
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert "`nvfp4` seed 0 x2" in text
+    row = next(line for line in text.splitlines() if line.startswith("| `nvfp4` |"))
+    assert row.split("|")[2].strip() == "1"        # seeds column: one sample

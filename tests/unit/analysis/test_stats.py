@@ -163,7 +163,7 @@ def test_recipe_table_verdicts():
 
 def test_recipe_table_descriptive_columns():
     table = recipe_table(_verdict_runs()).set_index("label")
-    assert list(table.columns) == ["n", "mean", "sd", "ci_lo", "ci_hi"]
+    assert list(table.columns) == ["n", "mean", "sd", "ci_lo", "ci_hi", "runs"]
     # bf16: 2.0, 2.5, 3.0 -> mean 2.5, sd 0.5, interval 2.5 +- t_{0.975,2} * 0.5 / sqrt(3)
     half = t_df2(0.975) * 0.5 / math.sqrt(3)
     bf16 = table.loc["bf16"]
@@ -172,6 +172,19 @@ def test_recipe_table_descriptive_columns():
     # "single": the diverged run is not counted
     assert (table.loc["single", "n"], table.loc["single", "mean"]) == (1, 2.1)
     assert table.loc["crashed", "n"] == 0 and math.isnan(table.loc["crashed", "mean"])
+
+
+def test_a_repeated_seed_is_one_sample_not_two():
+    """Two runs of nvfp4 seed 0 (a repeat, here bit-identical) and one of seed 1: n = 2 seeds,
+    the seed-0 value counted once, never a zero-width interval from the duplicates."""
+    runs = _runs([("nvfp4", 0, 2.0), ("nvfp4", 0, 2.0), ("nvfp4", 1, 2.2),
+                  ("dup", 0, 2.1), ("dup", 0, 2.1)])
+    table = recipe_table(runs).set_index("label")
+    assert (table.loc["nvfp4", "n"], table.loc["nvfp4", "runs"]) == (2, 3)
+    assert table.loc["nvfp4", "mean"] == pytest.approx(2.1)      # (2.0 + 2.2) / 2, not 6.2 / 3
+    assert table.loc["nvfp4", "sd"] == pytest.approx(0.1 * math.sqrt(2))
+    assert (table.loc["dup", "n"], table.loc["dup", "runs"]) == (1, 2)
+    assert math.isnan(table.loc["dup", "ci_lo"])                  # one seed: no interval
 
 
 def test_unknown_baseline_lists_labels():
