@@ -71,7 +71,10 @@ def run(argv: list[str]) -> int:
     @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
     def app(cfg) -> None:
         hc = HydraConfig.get()
-        train(cfg, Path(hc.runtime.output_dir), multirun=hc.mode == RunMode.MULTIRUN)
+        multirun = hc.mode == RunMode.MULTIRUN
+        n_jobs = int(hc.launcher.get("n_jobs") or 1) if multirun else 1   # joblib's
+        train(cfg, Path(hc.runtime.output_dir), multirun=multirun,
+              parallel=n_jobs if n_jobs > 0 else os.cpu_count() or 1)
 
     app()
     _close_process_group()

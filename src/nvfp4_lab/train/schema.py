@@ -158,7 +158,7 @@ class TrainerConfig:
     precision: str = "32-true"
     deterministic: bool = False
     progress: Progress = Progress.auto
-    threads: int = 0                # torch.set_num_threads on CPU (0: leave torch's default)
+    threads: int = 0                # torch.set_num_threads (0: the cores, divided among jobs)
 
 
 @dataclass

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from ..data import DataConfig, LMDataModule
 from ..model import ModelConfig
 from ..quant import cost
-from . import rundir
+from . import rundir, threads
 from .module import LMTask, NonFiniteError
 from .progress import progress_callbacks, wants_rich
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
@@ -65,7 +65,8 @@ def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
             "sweep on SLURM with launcher=submitit (one task per GPU).")
 
 
-def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
+def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int = 1) -> dict:
+    """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once."""
     cfg = apply_arm(cfg)
     recipe = recipe_of(cfg.quant)
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
@@ -80,8 +81,10 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if rank0:
         OmegaConf.save(cfg, out / "config.yaml", resolve=True)
-    if tr.threads:
-        torch.set_num_threads(tr.threads)
+    cpu_procs = world_size(tr) // tr.num_nodes if tr.accelerator == "cpu" else 1
+    plan = threads.apply(tr.threads, parallel * cpu_procs)
+    if rank0:
+        print(plan, flush=True)
 
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
     max_steps = run_length(t, tokens_per_step)
