@@ -277,7 +277,10 @@ def test_plain_progress_shows_the_newest_validation(ref, background):
         re.M)}
     val = at(read_metrics(ref / "metrics.csv"), "val_loss")
     assert set(range(EVERY, STEPS + 1)) <= set(printed)
-    assert "threads: 1 (1 core)\n" in finished(background, "ref").out   # OMP_NUM_THREADS=1
+    out = finished(background, "ref")
+    assert "threads: 1 (1 core)\n" in out.out                         # OMP_NUM_THREADS=1
+    for banner in ("GPU available", "TPU available", "litlogger", "LeafSpec", "fit` stopped"):
+        assert banner not in out.text, banner                           # plain mode: quiet
     for step, shown in printed.items():
         newest = max(s for s in val if s <= step)
         assert shown == pytest.approx(val[newest], abs=1e-4), (step, shown, val)

@@ -8,9 +8,11 @@ checkpointing count against it, as they do against a real run).
 """
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import time
+import warnings
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
@@ -63,6 +65,14 @@ class Speedometer(Callback):
         val = f"  val_loss {float(metrics['val_loss']):.4f}" if "val_loss" in metrics else ""
         print(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s",
               flush=True)
+
+
+def quiet_lightning() -> None:
+    """Drop Lightning's per-run banners (accelerators available, the LitLogger tip, "fit
+    stopped") and one internal deprecation notice from plain logs and sweeps, where they
+    repeat for every job. They are ``rank_zero_info`` messages; a real warning still shows."""
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
 def wants_rich(progress: str, multirun: bool) -> bool:

@@ -32,7 +32,7 @@ from ..model import ModelConfig
 from ..quant import cost
 from . import rundir, threads
 from .module import LMTask, NonFiniteError
-from .progress import progress_callbacks, wants_rich
+from .progress import progress_callbacks, quiet_lightning, wants_rich
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
@@ -177,6 +177,8 @@ def _device_name(tr: TrainerConfig) -> str:
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
              tokens_per_step: int, multirun: bool) -> L.Trainer:
+    if not wants_rich(tr.progress, multirun):
+        quiet_lightning()
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
