@@ -6,7 +6,7 @@ does, from any working directory. ``$NVFP4_LAB_CONF`` points at another tree ins
 you edit without touching the installed one.
 
 This module sits below both ``cli`` and ``analysis`` and imports neither: the paper's numbers
-(``conf/paper/``) are found through it too.
+(``nvfp4_lab/paper/``, data beside the package, not a config group) are found through it too.
 """
 from __future__ import annotations
 
@@ -52,5 +52,6 @@ def conf_dir() -> Path:
 
 
 def paper_dir() -> Path:
-    """The paper's reported numbers, ``<conf>/paper``: data beside the configs."""
-    return conf_dir() / "paper"
+    """The paper's reported numbers, one YAML per ablation, shipped in the package: data the
+    analysis reads, not configs to compose (so ``run --help`` does not offer them)."""
+    return PACKAGED.parent / "paper"

@@ -572,11 +572,14 @@ def test_help_lists_the_config_groups_and_the_ablations(background):
     result = finished(background, "help")
     assert result.rc == 0, result
     groups = dict(re.findall(r"^(\w+): (.+)$", result.out.split("== Configuration groups ==")[1]
-                             .split("== Config ==")[0], re.M))
-    for group in ("model", "quant", "data", "train", "trainer", "launcher", "ablation"):
+                             .split("Ablations (+ablation=NAME)")[0], re.M))
+    expected = ("model", "quant", "data", "train", "trainer", "launcher", "ablation", "scale")
+    assert set(groups) == set(expected), result          # no data folders posing as groups
+    for group in expected:
         listed = {o.strip() for o in groups.get(group, "").split(",")}
         assert listed == {p.stem for p in (CONF / group).glob("*.yaml")}, (group, result)
-    assert "+ablation=NAME" in result.out
+    assert "+ablation=NAME" in result.out and "--cfg job" in result.out
+    assert len(result.out.splitlines()) < 40 and "rope_theta" not in result.out   # no dump
 
 
 # --------------------------------------------------------------------------- DDP

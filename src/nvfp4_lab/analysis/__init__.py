@@ -3,7 +3,7 @@
     collect       run/sweep dirs and globs -> tidy pandas tables (runs, curves, layers, skipped)
     stats         means and t intervals over seeds, paired gaps to a baseline, verdicts
     gaps          loss-gap curves over tokens, token multipliers (token efficiency)
-    paper         the paper's reported numbers, stored in conf/paper/
+    paper         the paper's reported numbers, stored in nvfp4_lab/paper/
     figures       matplotlib figures (PNG and PDF)
     report        report.md + tables + figures for a sweep (also written by the sweep callback)
 

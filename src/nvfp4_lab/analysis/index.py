@@ -5,7 +5,7 @@
 ``results/<ablation>/`` and draws its report there; ``nvfp4-lab plot --index results/`` then
 writes the index over every published ablation, in the order of ``ABLATIONS``:
 
-    for each claim of conf/paper/<ablation>.yaml ("a < b": a ends with the lower loss;
+    for each claim of nvfp4_lab/paper/<ablation>.yaml ("a < b": a ends with the lower loss;
     "a ~ b": no difference), the paired gap of b against a in final validation loss,
     gap = (loss_a - loss_b) / loss_a x 100 per seed, its mean and 95% t interval, and
 
@@ -121,7 +121,7 @@ def load_ablation(folder: Path, paper_dir: Path | None = None) -> AblationResult
     """Test every claim of the paper entry named like ``folder`` against its runs."""
     paper = load_paper(folder.name, paper_dir)
     if paper is None:
-        raise ValueError(f"{folder}: no paper entry conf/paper/{folder.name}.yaml")
+        raise ValueError(f"{folder}: no paper entry nvfp4_lab/paper/{folder.name}.yaml")
     coll = collect([folder])
     diverged = diverged_labels(coll)
     claims = [check_claim(c, coll.runs, diverged) for c in paper.claims]

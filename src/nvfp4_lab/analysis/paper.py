@@ -1,4 +1,5 @@
-"""The paper's reported numbers, stored as data: one ``conf/paper/<ablation>.yaml`` per ablation.
+"""The paper's reported numbers, stored as data: one ``nvfp4_lab/paper/<ablation>.yaml`` per
+ablation.
 
 Each file holds, for one ``conf/ablation/<ablation>.yaml``, what arXiv 2509.25149v1 reported for
 the experiment that ablation reproduces (docs/experiments.md, ids E01-E12): the figure, the scale,
@@ -57,7 +58,8 @@ class Claim:
 
 @dataclass(frozen=True)
 class PaperResult:
-    """What the paper reported for one ablation (the fields of ``conf/paper/<ablation>.yaml``)."""
+    """What the paper reported for one ablation (the fields of its
+    ``nvfp4_lab/paper/<ablation>.yaml``)."""
 
     ablation: str                      # the file's stem, = the conf/ablation name
     experiment: str                    # docs/experiments.md id(s), e.g. "E01/E03"

@@ -204,8 +204,9 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
     and a finite metric (a label with none keeps its row, n = 0, so a recipe that only failed
     stays visible). Runs of one seed (a repeat) are averaged first: a repeat is not a new
     sample, and two bit-identical runs would otherwise make a zero-width interval; ``runs``
-    counts them, so a reader can see where n < runs. With a ``baseline`` the paired gaps of ``paired_gaps`` are summarized too:
-    n_pairs, gap_pct (their mean), gap_lo, gap_hi and a verdict: "better" / "worse" when the
+    counts them, so a reader can see where n < runs. With a ``baseline`` the paired gaps of
+    ``paired_gaps`` are summarized too: n_pairs, gap_pct (their mean), gap_lo, gap_hi and a
+    verdict: "better" / "worse" when the
     gap interval excludes 0, "not resolved" when it includes 0, "one seed: no interval",
     "no paired seeds". The baseline's own row has verdict "baseline", NaN gaps, and as
     n_pairs the number of its seeds (the seeds others can pair with).

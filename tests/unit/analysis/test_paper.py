@@ -1,4 +1,4 @@
-"""The paper's numbers in conf/paper/: every file loads, names only labels its ablation sweeps,
+"""The paper's numbers in nvfp4_lab/paper/: every file loads, names only labels its ablation sweeps,
 and the loader refuses malformed files; the ordering check on hand-made cases."""
 from __future__ import annotations
 
@@ -34,16 +34,16 @@ def swept(name: str, axis: str) -> list[str]:
     return [v.strip() for v in str(params[axis]).split(",")]
 
 
-def test_paper_dir_is_the_checkouts():
-    assert paper_dir() == CONF / "paper"
-    assert paper_dir().is_dir()
+def test_paper_dir_is_the_packages_and_not_a_config_group():
+    assert paper_dir() == CONF.parent / "paper" and paper_dir().is_dir()
+    assert not (CONF / "paper").exists()          # run --help lists config groups only
 
 
 @pytest.mark.parametrize("ablation", PAPER_FILES)
 def test_every_paper_file_loads(ablation):
     paper = load_paper(ablation)
     assert isinstance(paper, PaperResult) and paper.ablation == ablation
-    assert ablation in ABLATIONS, f"conf/paper/{ablation}.yaml has no conf/ablation file"
+    assert ablation in ABLATIONS, f"nvfp4_lab/paper/{ablation}.yaml has no conf/ablation file"
     assert paper.values and paper.finding and paper.scale
     assert re.fullmatch(r"E\d\d[a-c]?(/E\d\d[a-c]?)*", paper.experiment)
     assert load_all()[ablation] == paper
