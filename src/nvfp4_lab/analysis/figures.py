@@ -71,13 +71,27 @@ def shade_decay(ax, runs: pd.DataFrame) -> None:
                    label="LR decay")
 
 
-def _band(ax, df: pd.DataFrame, value: str, colour: str, label: str) -> None:
-    """Mean over seeds as a line, min-max over seeds as a band. df: tokens, seed, value."""
+TRAIN_EMA = 0.2   # weight of the newest logged point in the smoothed train curve
+
+
+def ema(values: pd.Series, alpha: float = TRAIN_EMA) -> pd.Series:
+    """Exponential moving average, started at the first value (no bias toward zero)."""
+    return values.ewm(alpha=alpha, adjust=False).mean()
+
+
+def _band(ax, df: pd.DataFrame, value: str, colour: str, label: str,
+          smooth: bool = False) -> None:
+    """Mean over seeds as a line, min-max over seeds as a band. df: tokens, seed, value.
+    ``smooth``: the mean drawn faint and its EMA on top (a training loss is one batch per
+    point: its noise would hide the recipes' differences)."""
     g = df.dropna(subset=[value]).groupby("tokens")[value]
     stats = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max(), "n": g.size()})
     if stats.empty:
         return
-    ax.plot(stats.index, stats["mean"], color=colour, lw=1.4, label=label,
+    line = ema(stats["mean"]) if smooth else stats["mean"]
+    if smooth:
+        ax.plot(stats.index, stats["mean"], color=colour, lw=0.6, alpha=0.3)
+    ax.plot(stats.index, line, color=colour, lw=1.4, label=label,
             marker="o" if len(stats) < 8 else None, ms=3)
     if (stats["n"] > 1).any():
         ax.fill_between(stats.index, stats["lo"], stats["hi"], color=colour, alpha=0.2, lw=0)
@@ -97,10 +111,15 @@ def loss_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
                              (right, "val_loss", "validation loss")):
         shade_decay(ax, runs)
         for label in colours:
-            _band(ax, curves[curves["label"] == label], metric, colours[label], label)
+            _band(ax, curves[curves["label"] == label], metric, colours[label], label,
+                  smooth=metric == "train_loss")
         ax.set_ylabel(f"{name} (nats/token)")
         tokens_formatter(ax)
         _clip_warmup(ax, curves, metric)
+    left.set_title(f"train loss, EMA {TRAIN_EMA} (raw faint)", fontsize=9)
+    right.set_title("validation loss (held-out text)", fontsize=9)
+    fig.suptitle("Loss vs training tokens (y-axis from 20% of training on: the first descent "
+                 "is cut off)", fontsize=10)
     _legend(right, axes, runs["seed"].nunique())
     fig.tight_layout()
     return fig
@@ -140,6 +159,8 @@ def gap_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
     n = runs["seed"].nunique()
     ax.legend(title=axis_title(axes) + (f" (paired over {n} seeds, 95% CI)" if n > 1 else ""),
               frameon=False, loc="best")
+    ax.set_title(f"Loss gap to {baseline} over training (below 0: worse than {baseline})",
+                 fontsize=10)
     fig.tight_layout()
     return fig, gaps
 
@@ -164,6 +185,8 @@ def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
     ax.set_ylabel("final validation loss (nats/token)")
     tokens_formatter(ax)
     ax.legend(title="recipe (line: mean, dots: seeds)", frameon=False, loc="best")
+    ax.set_title(f"Final loss vs training tokens: what each recipe needs to reach {reference}",
+                 fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -189,6 +212,7 @@ def layer_error_figure(layers: pd.DataFrame, colours: dict[str, str], axes: list
     ax.set_xlabel("block (0 = first; blocks kept in BF16 have no point)")
     ax.set_ylabel(f"relative error of {metric.split('/')[0]}\n||Q - exact|| / ||exact||")
     ax.legend(title=axis_title(axes), frameon=False, loc="best")
+    ax.set_title("Quantization error of the weight gradient by depth", fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -228,9 +252,13 @@ def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title:
     unit = _METRIC_UNITS[paper.metric]
     gap = paper.metric.endswith("gap_pct")
     left.set_ylabel(unit + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
-    right.set_ylabel(unit + (f" vs {baseline}" if gap else ""))
+    right.set_ylabel(f"validation loss gap (%) vs {baseline}" if gap else
+                     "final validation loss (nats/token)")
     left.set_title(f"paper, {paper.figure}: {paper.scale}", fontsize=9)
     right.set_title(ours_title, fontsize=9)
+    if gap:
+        fig.suptitle("gap = (reference - recipe) / reference x 100: below 0 = higher loss "
+                     "than the reference", fontsize=9)
     _same_scale_if_gap(left, right, paper.metric)
     fig.tight_layout()
     return fig

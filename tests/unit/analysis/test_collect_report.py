@@ -295,3 +295,30 @@ def test_compare_names_a_repeated_seed_and_counts_it_once(runs_factory, tmp_path
     assert "`nvfp4` seed 0 x2" in text
     row = next(line for line in text.splitlines() if line.startswith("| `nvfp4` |"))
     assert row.split("|")[2].strip() == "1"        # seeds column: one sample
+
+
+def test_loss_figure_draws_the_smoothed_train_mean_over_the_raw_one(sweep):
+    """Left panel: per recipe, the raw mean over seeds (faint) and its EMA, recomputed here by
+    the recurrence s_0 = x_0, s_i = a x_i + (1 - a) s_(i-1); both panels and the figure titled."""
+    from nvfp4_lab.analysis.collect import collect
+    from nvfp4_lab.analysis.figures import TRAIN_EMA, loss_figure, palette
+
+    coll = collect([sweep])
+    colours = palette(coll.labels)
+    fig = loss_figure(coll.runs, coll.curves, coll.axes, colours)
+    left, right = fig.axes[:2]
+    for label in coll.labels:
+        raw = coll.curves[coll.curves["label"] == label].groupby("tokens")["train_loss"].mean()
+        smooth, s = [], None
+        for x in raw.to_numpy():
+            s = x if s is None else TRAIN_EMA * x + (1 - TRAIN_EMA) * s
+            smooth.append(s)
+        lines = [ln for ln in left.get_lines()
+                 if ln.get_color() == colours[label] and len(ln.get_xdata()) == len(raw)]
+        faint = [ln for ln in lines if (ln.get_alpha() or 1) < 0.5]
+        solid = [ln for ln in lines if (ln.get_alpha() or 1) == 1]
+        assert len(faint) == 1 and len(solid) == 1, label
+        assert faint[0].get_ydata() == pytest.approx(raw.to_numpy())
+        assert solid[0].get_ydata() == pytest.approx(smooth) and solid[0].get_label() == label
+    assert "EMA" in left.get_title() and "validation" in right.get_title()
+    assert "first descent is cut off" in fig._suptitle.get_text()
