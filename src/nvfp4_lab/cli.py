@@ -51,6 +51,10 @@ def run(argv: list[str]) -> int:
     from .train.sweep import SweepSummary
     from .train.task import train
 
+    import torch
+
+    # the cores a sweep's workers divide (theirs may start capped): train/threads.py
+    os.environ.setdefault("NVFP4_LAB_CORES", str(torch.get_num_threads()))
     dry_run = "--dry-run" in argv
     argv = [a for a in argv if a != "--dry-run"]
     flags = {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}

@@ -7,8 +7,10 @@ alone). So ``trainer.threads: 0`` does not just leave torch's default: one job t
 machine's cores (torch's default count, which is the physical cores or ``OMP_NUM_THREADS``),
 and the parallel jobs of a local sweep (``launcher=joblib``, ``hydra.launcher.n_jobs``) or the
 processes of a CPU DDP run divide them. A positive ``trainer.threads`` is used as given. The
-choice is printed with its reason, and a warning says when the 1-minute load average shows
-that other work already holds the cores this run is about to use.
+choice is printed with its reason, and a warning says when other processes are running right
+now (``/proc/loadavg``'s runnable count, less this command's own jobs) on the cores this run is
+about to use. The core count is the launching process's torch default (``NVFP4_LAB_CORES``,
+set by the CLI): a sweep's worker processes may start with their thread pools already capped.
 """
 from __future__ import annotations
 
@@ -17,7 +19,9 @@ from dataclasses import dataclass
 
 import torch
 
-CORES = torch.get_num_threads()   # torch's default, read before anything here changes it
+# torch's default in the launching process (workers inherit it), read before anything here
+# changes it
+CORES = int(os.environ.get("NVFP4_LAB_CORES") or torch.get_num_threads())
 
 
 @dataclass(frozen=True)
@@ -31,28 +35,42 @@ class ThreadPlan:
             f"\nwarning: {self.warning}" if self.warning else "")
 
 
-def plan(requested: int, parallel: int, cores: int, load: float) -> ThreadPlan:
-    """``requested``: trainer.threads (0: choose); ``parallel``: processes sharing the machine
-    in this command (sweep jobs at once x DDP processes); ``cores``: torch's default thread
-    count; ``load``: the 1-minute load average before this run started computing."""
+def plan(requested: int, parallel: int, cores: int, busy: float) -> ThreadPlan:
+    """``requested``: trainer.threads (0: choose); ``parallel``: processes of this command
+    sharing the machine (sweep jobs at once x DDP processes); ``cores``: torch's default
+    thread count; ``busy``: other processes running now, this command's own excluded."""
     parallel = max(1, parallel)
     if requested:
         threads, reason = requested, "trainer.threads"
     else:
         threads = max(1, cores // parallel)
-        reason = f"{cores} core{'s' if cores > 1 else ''}" + (
-            f" / {parallel} processes at once" if parallel > 1 else "")
+        reason = f"{_cores(cores)}" + (f" / {parallel} processes at once" if parallel > 1
+                                       else "")
     warning = None
-    if load > max(cores - threads, 0) + 0.5:
-        warning = (f"load average {load:.1f} on {cores} cores: other processes already use the "
-                   f"cores this run's {threads} thread{'s' if threads > 1 else ''} need, so it "
-                   "will run slower than alone (see `uptime`; set trainer.threads to share)")
+    if busy > max(cores - threads * parallel, 0) + 0.5:
+        warning = (f"{busy:.0f} other process{'es' if busy >= 1.5 else ''} running on "
+                   f"{_cores(cores)}: they hold cores this run's {threads} "
+                   f"thread{'s' if threads > 1 else ''} need, so it will run slower than alone "
+                   "(see `uptime`; set trainer.threads to share)")
     return ThreadPlan(threads, reason, warning)
+
+
+def _cores(n: int) -> str:
+    return f"{n} core{'s' if n != 1 else ''}"
+
+
+def running_others(parallel: int) -> float:
+    """Processes running now besides this one and its ``parallel - 1`` siblings: Linux's
+    instantaneous runnable count, else the 1-minute load average (which lags)."""
+    try:
+        runnable = float(open("/proc/loadavg").read().split()[3].split("/")[0]) - 1
+    except (OSError, IndexError, ValueError):
+        runnable = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
+    return max(0.0, runnable - (parallel - 1))
 
 
 def apply(requested: int, parallel: int) -> ThreadPlan:
     """Choose, set torch's thread count, and return the plan (to print)."""
-    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
-    chosen = plan(requested, parallel, CORES, load)
+    chosen = plan(requested, parallel, CORES, running_others(parallel))
     torch.set_num_threads(chosen.threads)
     return chosen

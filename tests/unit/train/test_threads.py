@@ -20,14 +20,19 @@ def test_threads_divide_the_cores_among_the_processes(requested, parallel, cores
     assert str(p) == f"threads: {threads} ({reason})"
 
 
-@pytest.mark.parametrize("parallel, load, warns", [
-    (1, 0.3, False),     # an idle machine
-    (1, 1.0, True),      # another training holds a core this run wants
-    (2, 1.0, False),     # the sibling job of the same sweep on the other core
-    (2, 2.0, True),      # both cores already busy
+@pytest.mark.parametrize("parallel, busy, warns", [
+    (1, 0, False),       # an idle machine
+    (1, 1, True),        # another training holds a core this run wants
+    (2, 0, False),       # the sibling job of the same sweep is not counted as busy
+    (2, 1, True),        # a foreign process beside the two jobs
 ])
-def test_a_busy_machine_is_named(parallel, load, warns):
-    p = plan(0, parallel, 2, load)
+def test_a_busy_machine_is_named(parallel, busy, warns):
+    p = plan(0, parallel, 2, busy)
     assert (p.warning is not None) == warns
     if warns:
-        assert f"load average {load:.1f} on 2 cores" in p.warning and "\nwarning: " in str(p)
+        assert f"{busy} other process running on 2 cores" in p.warning
+        assert "\nwarning: " in str(p)
+
+
+def test_one_core_is_singular():
+    assert str(plan(0, 1, 1, 0)) == "threads: 1 (1 core)"
