@@ -120,8 +120,10 @@ def finish_times(key: RunKey, steps: int, path: Path | None = None) -> dict[str,
     """Seconds each CPU backend would take for ``steps`` steps (the start-up both share is
     left out), from this machine's timings; None when neither was ever measured for ``key``."""
     rates = _rates(key, path)
-    if rates is None:
-        return None
+    return None if rates is None else _times(rates, steps)
+
+
+def _times(rates: tuple[float, float, float, str], steps: int) -> dict[str, float]:
     ref_ms, comp_ms, startup, _ = rates
     return {"reference": steps * ref_ms / 1000, "compiled": startup + steps * comp_ms / 1000}
 
@@ -134,7 +136,7 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
                       "model and batch yet: reference (nothing to compile); this run's timing "
                       "is recorded for the next")
     ref_ms, comp_ms, startup, how = rates
-    times = finish_times(key, steps, path)
+    times = _times(rates, steps)                # one read of the ledger, not two
     best = min(times, key=times.get)
     return Choice(best, f"{steps} steps: compiled ~{times['compiled']:.0f} s (start-up "
                         f"{startup:.0f} s + {comp_ms:.0f} ms/step) vs reference "
