@@ -48,7 +48,8 @@ def run(argv: list[str]) -> int:
 
     from .train import preflight
     from .train.schema import register
-    from .train.sweep import SweepSummary
+    from .train.progress import SweepPosition
+    from .train.sweep import SWEEP_JOBS, SweepSummary
     from .train.task import train
 
     import torch
@@ -77,8 +78,11 @@ def run(argv: list[str]) -> int:
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN
         n_jobs = int(hc.launcher.get("n_jobs") or 1) if multirun else 1   # joblib's
-        train(cfg, Path(hc.runtime.output_dir), multirun=multirun,
-              parallel=n_jobs if n_jobs > 0 else os.cpu_count() or 1)
+        parallel = n_jobs if n_jobs > 0 else os.cpu_count() or 1
+        position = SweepPosition(int(hc.job.num), int(os.environ.get(SWEEP_JOBS, 0)),
+                                 parallel) if multirun else None
+        train(cfg, Path(hc.runtime.output_dir), multirun=multirun, parallel=parallel,
+              position=position)
 
     app()
     _close_process_group()

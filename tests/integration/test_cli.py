@@ -284,6 +284,16 @@ def test_plain_progress_shows_the_newest_validation(ref, background):
     for step, shown in printed.items():
         newest = max(s for s in val if s <= step)
         assert shown == pytest.approx(val[newest], abs=1e-4), (step, shown, val)
+    lines = re.findall(r"^step \d+/\d+ .*$", out.out, re.M)
+    assert all(re.search(r"  eta \d+(s|m\d\ds)$", line) for line in lines), lines  # no sweep
+
+
+def test_sweep_progress_lines_say_which_job_and_the_time_left(background):
+    """The smoke sweep (4 jobs, one at a time): each plain line names its job, in order."""
+    out = finished(background, "smoke").out
+    jobs = [int(m[1]) for m in re.finditer(r"  eta \S+  \(job (\d+)/4, sweep ~\S+\)$", out,
+                                           re.M)]
+    assert set(jobs) == {1, 2, 3, 4} and jobs == sorted(jobs), jobs
 
 
 def test_dry_run_lists_the_sweeps_jobs_in_launch_order(work, background):

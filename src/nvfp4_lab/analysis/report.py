@@ -204,7 +204,8 @@ def _repeats_md(runs: pd.DataFrame) -> str:
 def _efficiency_md(eff: pd.DataFrame, reference: str) -> str:
     return (f"## Token efficiency\n\nTokens each recipe needs to reach `{reference}`'s final "
             "validation loss, as a multiple of its tokens, interpolated linearly between the "
-            "budgets that were run (per seed, then averaged).\n\n" + _md_table(eff))
+            "budgets that were run (per seed, then averaged).\n\n"
+            + _multiplier_md(eff.rename(columns={"recipe": "label"}), reference))
 
 
 def _curve_efficiency_md(approx: pd.DataFrame, reference: str) -> str:
@@ -212,7 +213,35 @@ def _curve_efficiency_md(approx: pd.DataFrame, reference: str) -> str:
             f"curve first reaches `{reference}`'s final loss, as a multiple of `{reference}`'s "
             "tokens. Approximate: partway through a run the learning rate has not decayed, so "
             "this is not the loss a run scheduled for that length would reach; run "
-            "`+ablation=token_efficiency` for the real measurement.\n\n" + _md_table(approx))
+            "`+ablation=token_efficiency` for the real measurement.\n\n"
+            + _multiplier_md(approx, reference))
+
+
+def _multiplier_md(eff: pd.DataFrame, reference: str) -> str:
+    """A token-multiplier table (``gaps.efficiency_table`` / ``curve_efficiency_table``) as a
+    reader wants it: a sentence when no recipe reached the target (an all-empty table says
+    nothing), else one row per recipe with its multiplier, range over seeds and status."""
+    never = eff["status"].str.startswith("never")
+    if never.all():
+        within = ", ".join(sorted(set(eff["status"].str.removeprefix("never within "))))
+        return (f"No recipe reached `{reference}`'s final validation loss within its tokens "
+                f"({within} of `{reference}`'s) on any seed: "
+                + ", ".join(f"`{r.label}` ({r.n_seeds} seed{'' if r.n_seeds == 1 else 's'})"
+                            for r in eff.itertuples())
+                + ". Each needs more tokens than were run; how many more is not measured here.")
+    rows = []
+    for r in eff.itertuples():
+        bound = "≤ " if r.upper_bound else ""
+        value = "—" if pd.isna(r.multiplier_mean) else f"{bound}{r.multiplier_mean:.3f}×"
+        spread = ("—" if pd.isna(r.multiplier_lo) else
+                  f"{r.multiplier_lo:.3f}–{r.multiplier_hi:.3f}×")
+        budgets = {"budgets run": r.budgets} if "budgets" in eff else {}
+        rows.append({"recipe": f"`{r.label}`", "seeds": r.n_seeds, **budgets,
+                     f"tokens to reach `{reference}` (× its tokens)": value,
+                     "95% interval": spread, "status": r.status})
+    return _md_table(pd.DataFrame(rows)) + (
+        "\n\n≤: the smallest budget already reached the target, so the value bounds the "
+        "multiplier from above." if eff["upper_bound"].any() else "")
 
 
 def _paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:

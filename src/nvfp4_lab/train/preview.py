@@ -49,9 +49,14 @@ def job_overrides(argv: list[str]) -> tuple[list[list[str]], int]:
     multirun = {"-m", "--multirun"} & set(argv) or str(cfg.hydra.mode).endswith("MULTIRUN")
     if not multirun:
         return [overrides], 1
-    params = [f"{k}={v}" for k, v in (cfg.hydra.sweeper.get("params") or {}).items()]
-    parsed = OverridesParser.create().parse_overrides(params + overrides)
-    return BasicSweeper.split_arguments(parsed, None)[0], parallel
+    return expand(cfg.hydra.sweeper.get("params") or {}, overrides), parallel
+
+
+def expand(params, overrides: list[str]) -> list[list[str]]:
+    """The jobs of a sweep from its sweeper ``params`` (key: values) and command line."""
+    parsed = OverridesParser.create().parse_overrides(
+        [f"{k}={v}" for k, v in params.items()] + list(overrides))
+    return BasicSweeper.split_arguments(parsed, None)[0]
 
 
 def _first_values(overrides: list[str]) -> list[str]:

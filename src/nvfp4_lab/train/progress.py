@@ -1,10 +1,17 @@
 """Progress and throughput: a rich bar on a terminal, one plain line per interval elsewhere.
 
-In CI, in log files and inside sweeps a redrawn bar is noise, so ``auto`` picks Lightning's
-``RichProgressBar`` only when stdout is a terminal and the job is not part of a sweep, and
-otherwise prints a line every ``log_every`` steps. Tokens per second are measured here in every
-mode and logged as ``tokens_per_second`` (wall time between log intervals, so validation and
-checkpointing count against it, as they do against a real run).
+In CI and in log files a redrawn bar is noise, and parallel jobs would draw over each other, so
+``auto`` picks a rich bar (Lightning's ``RichProgressBar``: elapsed and remaining time of the
+job) only when stdout is a terminal and at most one job runs at a time; otherwise it prints a
+line every ``log_every`` steps. Tokens per second are measured here in every mode and logged as
+``tokens_per_second`` (wall time between log intervals, so validation and checkpointing count
+against it, as they do against a real run).
+
+Both modes say how long is left: for the job, from its own steps per second since it started
+(or resumed); for a sweep, the job's remainder plus the jobs after it, each assumed to cost
+what this one will, divided among the jobs that run at once. Arms of one sweep differ in cost
+(a BF16 step is about a third of an emulated NVFP4 one), so the sweep's figure is a rough
+guide (``~``); ``--dry-run`` gives a per-job estimate from the times this machine measured.
 """
 from __future__ import annotations
 
@@ -13,8 +20,67 @@ import os
 import sys
 import time
 import warnings
+from dataclasses import dataclass
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
+
+
+@dataclass(frozen=True)
+class SweepPosition:
+    """Where a job stands in its sweep: ``job`` (0-based, Hydra's ``job.num``) of ``jobs``,
+    ``parallel`` of them running at once."""
+
+    job: int
+    jobs: int
+    parallel: int = 1
+
+    def seconds_after(self, job_seconds: float) -> float:
+        """Seconds the jobs after this one take if each costs ``job_seconds``."""
+        rounds = -(-(self.jobs - self.job - 1) // self.parallel)   # ceil: rounds of parallel
+        return rounds * job_seconds
+
+
+class Countdown:
+    """Time left, from the steps done since ``start`` (the first step, or the resumed one)."""
+
+    def __init__(self, position: SweepPosition | None = None):
+        self.position = position
+        self._t0 = self._step0 = None
+
+    def start(self, step: int) -> None:
+        self._t0, self._step0 = time.perf_counter(), step
+
+    def left(self, step: int, max_steps: int) -> tuple[float, float | None] | None:
+        """(seconds left in the job, in the sweep or None); None before the first step."""
+        done = step - (self._step0 or 0)
+        if self._t0 is None or done <= 0:
+            return None
+        per_step = (time.perf_counter() - self._t0) / done
+        job = (max_steps - step) * per_step
+        p = self.position
+        sweep = job + p.seconds_after(max_steps * per_step) if p and p.jobs > 1 else None
+        return job, sweep
+
+    def text(self, step: int, max_steps: int) -> str:
+        """``eta 6m12s`` (and ``job 4/18, sweep ~2h10m``); empty before the first step."""
+        left = self.left(step, max_steps)
+        if left is None:
+            return ""
+        job, sweep = left
+        p = self.position
+        return f"eta {duration(job)}" + (
+            f"  (job {p.job + 1}/{p.jobs}, sweep ~{duration(sweep)})" if sweep is not None
+            else "")
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``6m12s``, ``2h10m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class Speedometer(Callback):
@@ -25,14 +91,17 @@ class Speedometer(Callback):
     not the previous one's.
     """
 
-    def __init__(self, every: int, tokens_per_step: int, echo: bool, val_every: int = 0):
+    def __init__(self, every: int, tokens_per_step: int, echo: bool, val_every: int = 0,
+                 position: SweepPosition | None = None):
         self.every, self.tokens_per_step, self.echo = every, tokens_per_step, echo
         self.val_every = val_every
+        self.countdown = Countdown(position)
         self._t0 = self._step0 = None
-        self._pending: tuple[int, int, float, float] | None = None  # step, max, loss, rate
+        self._pending: tuple[int, int, float, float, str] | None = None
 
     def on_train_start(self, trainer, pl_module):
         self._t0, self._step0 = time.perf_counter(), trainer.global_step
+        self.countdown.start(trainer.global_step)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
@@ -43,7 +112,8 @@ class Speedometer(Callback):
         self._t0, self._step0 = now, step
         pl_module.log("tokens_per_second", rate, on_step=True, on_epoch=False)
         if self.echo and trainer.is_global_zero:
-            line = (step, trainer.max_steps, float(trainer.callback_metrics["train_loss"]), rate)
+            line = (step, trainer.max_steps, float(trainer.callback_metrics["train_loss"]), rate,
+                    self.countdown.text(step, trainer.max_steps))
             if self.val_every and step % self.val_every == 0:
                 self._pending = line
             else:
@@ -60,11 +130,41 @@ class Speedometer(Callback):
             self._pending = None
 
     @staticmethod
-    def _print(line: tuple[int, int, float, float], metrics) -> None:
-        step, max_steps, loss, rate = line
+    def _print(line: tuple[int, int, float, float, str], metrics) -> None:
+        step, max_steps, loss, rate, eta = line
         val = f"  val_loss {float(metrics['val_loss']):.4f}" if "val_loss" in metrics else ""
-        print(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s",
-              flush=True)
+        print(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s"
+              + (f"  {eta}" if eta else ""), flush=True)
+
+
+class SweepProgressBar(RichProgressBar):
+    """Lightning's rich bar (its own columns: steps, elapsed time, speed, metrics) with the
+    job's time left, and its place in the sweep and the sweep's time left, as the bar's
+    description (rich's own remaining-time column stays empty until it trusts its speed)."""
+
+    def __init__(self, position: SweepPosition | None):
+        super().__init__()
+        self.countdown = Countdown(position)
+
+    def on_train_start(self, trainer, pl_module):
+        super().on_train_start(trainer, pl_module)
+        self.countdown.start(trainer.global_step)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+        super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        if self.progress is not None and self.train_progress_bar_id is not None:
+            self.progress.update(self.train_progress_bar_id,
+                                 description=self._get_train_description(trainer.current_epoch))
+
+    def _get_train_description(self, current_epoch: int) -> str:
+        """``eta 6m12s`` or, in a sweep, ``job 4/18 · eta 6m12s · sweep ~2h10m``."""
+        left = self.countdown.left(self.trainer.global_step, self.trainer.max_steps)
+        job, sweep = (f"eta {duration(left[0])}", left[1]) if left else ("starting", None)
+        p = self.countdown.position
+        if p is None or p.jobs <= 1:
+            return job
+        return f"job {p.job + 1}/{p.jobs} · {job}" + (
+            f" · sweep ~{duration(sweep)}" if sweep is not None else "")
 
 
 def quiet_lightning() -> None:
@@ -75,16 +175,17 @@ def quiet_lightning() -> None:
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
 
 
-def wants_rich(progress: str, multirun: bool) -> bool:
+def wants_rich(progress: str, parallel: int = 1) -> bool:
+    """``parallel``: the jobs running at once (1 outside a sweep and in a sequential one)."""
     if progress == "rich":
         return True
-    return (progress == "auto" and not multirun and sys.stdout.isatty()
+    return (progress == "auto" and parallel == 1 and sys.stdout.isatty()
             and "CI" not in os.environ)
 
 
-def progress_callbacks(progress: str, multirun: bool, every: int, tokens_per_step: int,
-                       val_every: int = 0) -> list[Callback]:
-    rich = wants_rich(progress, multirun)
+def progress_callbacks(progress: str, every: int, tokens_per_step: int, val_every: int = 0,
+                       position: SweepPosition | None = None) -> list[Callback]:
+    rich = wants_rich(progress, position.parallel if position else 1)
     speed = Speedometer(every, tokens_per_step, echo=not rich and progress != "none",
-                        val_every=val_every)
-    return [RichProgressBar(), speed] if rich else [speed]
+                        val_every=val_every, position=position)
+    return [SweepProgressBar(position), speed] if rich else [speed]

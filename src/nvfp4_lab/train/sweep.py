@@ -2,7 +2,8 @@
 
 ``on_multirun_start`` merges each arm of the ablation onto the sweep's config and builds its
 recipe, so a typo in an arm fails before any job has run (Hydra itself composes every job up
-front, but an arm is data inside the config, not a config group). ``on_multirun_end`` walks the
+front, but an arm is data inside the config, not a config group), and counts the jobs for the
+progress lines (``SWEEP_JOBS``, read by each job; a joblib worker inherits it). ``on_multirun_end`` walks the
 sweep directory, reads each job's ``summary.json`` and writes ``sweep_summary.csv`` (one row
 per job, pandas) and the sweep's report (``analysis.report``: report.md, tables, figures);
 jobs that failed or diverged are counted so that the command can exit non-zero after the sweep
@@ -12,6 +13,7 @@ reported, never raised: the runs are what matters and ``nvfp4-lab plot`` can red
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +21,10 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from ..analysis.report import write_report
+from .preview import expand
 from .schema import apply_arm, recipe_of
+
+SWEEP_JOBS = "NVFP4_LAB_SWEEP_JOBS"
 
 COLUMNS = ["job", "status", "quant", "arm", "seed", "model", "steps", "tokens",
            "final_val_loss", "best_val_loss", "final_val_bpb", "final_train_loss",
@@ -45,6 +50,8 @@ class SweepSummary(Callback):
                 trial = config.copy()
                 trial.arm = arm
             recipe_of(apply_arm(trial).quant)
+        jobs = expand(config.hydra.sweeper.get("params") or {}, config.hydra.overrides.task)
+        os.environ[SWEEP_JOBS] = str(len(jobs))
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

@@ -32,7 +32,7 @@ from ..model import ModelConfig
 from ..quant import cost
 from . import rundir, threads
 from .module import LMTask, NonFiniteError
-from .progress import progress_callbacks, quiet_lightning, wants_rich
+from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
@@ -65,8 +65,10 @@ def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
             "sweep on SLURM with launcher=submitit (one task per GPU).")
 
 
-def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int = 1) -> dict:
-    """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once."""
+def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int = 1,
+          position: SweepPosition | None = None) -> dict:
+    """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once;
+    ``position``: where the job stands in its sweep (for the progress lines)."""
     cfg = apply_arm(cfg)
     recipe = recipe_of(cfg.quant)
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
@@ -105,7 +107,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
             model_cfg.vocab_size = dm.vocab_size
         task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
                       tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
-        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun)
+        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position)
         ckpt = out / "checkpoints" / "last.ckpt"
         trainer.fit(task, datamodule=dm, ckpt_path=ckpt if state == "resume" else None)
         if trainer.is_global_zero and task.report is not None:
@@ -176,19 +178,20 @@ def _device_name(tr: TrainerConfig) -> str:
 
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
-             tokens_per_step: int, multirun: bool) -> L.Trainer:
-    if not wants_rich(tr.progress, multirun):
+             tokens_per_step: int, multirun: bool, position: SweepPosition | None) -> L.Trainer:
+    rich = wants_rich(tr.progress, position.parallel if position else 1)
+    if multirun or not rich:
         quiet_lightning()
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
-                 *progress_callbacks(tr.progress, multirun, t.log_every, tokens_per_step,
-                                    t.val_every)]
+                 *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
+                                    position)]
     return L.Trainer(
         accelerator=tr.accelerator, devices=tr.devices, num_nodes=tr.num_nodes,
         strategy=tr.strategy, precision=tr.precision, deterministic=tr.deterministic,
         max_steps=max_steps, val_check_interval=t.val_every, check_val_every_n_epoch=None,
         limit_val_batches=t.val_batches, accumulate_grad_batches=t.accumulate,
         gradient_clip_val=t.grad_clip or None, log_every_n_steps=t.log_every,
-        logger=loggers, callbacks=callbacks, enable_progress_bar=wants_rich(tr.progress, multirun),
+        logger=loggers, callbacks=callbacks, enable_progress_bar=rich,
         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=out)

@@ -229,7 +229,35 @@ def test_token_efficiency_from_budgets(runs_factory, tmp_path):
     row = eff[eff["recipe"] == "mxfp4"].iloc[0]
     # 3.02 -> 2.98 crosses 3.0 halfway between 1.25x and 1.5x
     assert row["multiplier_mean"] == pytest.approx(1.375)
+    section = _section((tmp_path / "sweep" / "report.md").read_text(), "Token efficiency")
+    assert "| `mxfp4` | 1 | 1.0x, 1.25x, 1.5x | 1.375× | — | reached |" in section
     assert (tmp_path / "sweep" / "figures" / "token_efficiency.png").exists()
+
+
+def _section(text: str, title: str) -> str:
+    return text.split(f"## {title}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_curve_token_efficiency_is_a_readable_table(sweep):
+    # mxfp4 vs bf16's 3.0: seed 0 ends exactly at 3.0 (1.0x); seed 1 ends at 3.10 (never);
+    # seed 2's curve 2.95 + 0.5 (7 - i) / 7 at steps 5(i + 1) crosses 3.0 three tenths of the
+    # way from step 35 to 40: 36.5 / 40 = 0.9125x. Mean over the two that reached: 0.95625x.
+    section = _section(write_report([sweep], pdf=False).read_text(),
+                       "Token efficiency (approximate)")
+    assert "| `mxfp4` | 3 | 0.956× | " in section and "mixed: 2/3 reached" in section
+    assert "| `nvfp4` | 3 | — | — | never within 1.0x |" in section
+    assert "multiplier_mean" not in section and "|  |" not in section
+
+
+def test_curve_token_efficiency_says_so_when_no_recipe_reaches_the_reference(runs_factory,
+                                                                              tmp_path):
+    for seed in range(2):
+        runs_factory(f"bf16/{seed}", quant="bf16", seed=seed, val_loss=val(3.0))
+        runs_factory(f"nvfp4/{seed}", quant="nvfp4", seed=seed, val_loss=val(3.1))
+    section = _section(write_report([tmp_path / "sweep"], pdf=False).read_text(),
+                       "Token efficiency (approximate)")
+    assert "No recipe reached `bf16`'s final validation loss" in section
+    assert "`nvfp4` (2 seeds)" in section and "|" not in section
 
 
 # ------------------------------------------------------------------------------ CLI
