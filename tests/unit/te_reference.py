@@ -153,13 +153,15 @@ def te_dequantize(codes: torch.Tensor, scales: torch.Tensor, amax: torch.Tensor)
 
 
 def te_qgemm(cx: torch.Tensor, sx: torch.Tensor, ax: torch.Tensor,
-             cw: torch.Tensor, sw: torch.Tensor, aw: torch.Tensor) -> torch.Tensor:
-    """Y = X W^T from codes [M, K] / [N, K], scales [M, K/16] / [N, K/16], amaxes: fp32 [M, N]."""
+             cw: torch.Tensor, sw: torch.Tensor, aw: torch.Tensor,
+             limits: tuple[int, int] = (448, 448)) -> torch.Tensor:
+    """Y = X W^T from codes [M, K] / [N, K], scales [M, K/16] / [N, K/16], amaxes: fp32 [M, N].
+    limits: each operand's global E4M3 limit (448; 256 for a 4/6 tensor)."""
     vx, vw = e2m1_decode(cx), e2m1_decode(cw)
     y = torch.zeros(cx.shape[0], cw.shape[0], dtype=F32)
     for k in range(cx.shape[1] // 16):
         blk = slice(16 * k, 16 * k + 16)
         partial = vx[:, blk] @ vw[:, blk].T
         y = y + torch.outer(sx[:, k].float(), sw[:, k].float()) * partial
-    alpha = (ax * aw) / torch.tensor(6.0 * 6.0 * 448.0 * 448.0, dtype=F32)
+    alpha = (ax * aw) / torch.tensor(6.0 * 6.0 * limits[0] * limits[1], dtype=F32)
     return alpha * y

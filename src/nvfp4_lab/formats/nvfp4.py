@@ -53,7 +53,6 @@ ORDERS = ("te", "te_v2_8", "torchao")
 _INV6 = float(torch.tensor(1.0 / 6.0, dtype=torch.float32))  # fp32(1/6) = 0.16666667163...
 _E4M3_MIN_NORMAL = 2.0 ** -6
 _RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688
-_INV_RANGE = float(torch.tensor(1.0 / _RANGE, dtype=torch.float32))  # TE's factor_inv
 
 
 def tensor_amax(block_amax: torch.Tensor) -> torch.Tensor:
@@ -111,35 +110,44 @@ def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: s
     return q, s_b, amax
 
 
-def global_decode_scale(amax: torch.Tensor) -> torch.Tensor:
-    """fp32(A / 2688): the tensor-level factor torchao decodes with, and the GEMM's alpha
-    when only one operand is NVFP4.
+def value_range(limit: int = 448) -> float:
+    """The largest NVFP4 value the tensor scale maps A onto: 6 * L, with L the global E4M3
+    limit (448; 256 under 4/6, four_over_six.py). 2688 by default."""
+    return e2m1.FP4_MAX * limit
+
+
+def global_decode_scale(amax: torch.Tensor, limit: int = 448) -> torch.Tensor:
+    """fp32(A / (6 L)): the tensor-level factor torchao decodes with, and the GEMM's alpha
+    when only one operand is NVFP4 (L = 448: A / 2688).
 
     Divided tensor by tensor: CUDA computes ``tensor / python_number`` as a multiplication by
     the scalar's reciprocal (a different result for ~1/5 of amaxes), the CPU divides; a
     tensor divisor is a correctly rounded division on both.
     """
-    return amax / torch.full_like(amax, _RANGE)
+    return amax / torch.full_like(amax, value_range(limit))
 
 
-def gemm_alpha(amax_a: torch.Tensor, amax_b: torch.Tensor | None = None) -> torch.Tensor:
+def gemm_alpha(amax_a: torch.Tensor, amax_b: torch.Tensor | None = None, limit_a: int = 448,
+               limit_b: int = 448) -> torch.Tensor:
     """The factor a block-scaled GEMM applies to its FP32 output. fp32 0-d.
 
-    Two NVFP4 operands: fp32(A_a * A_b) / 2688^2, correctly rounded (TE's reference ``qgemm``;
-    2688^2 = 7225344 is exact in fp32). One: A / 2688.
+    Two NVFP4 operands: fp32(A_a * A_b) / (6 L_a * 6 L_b), correctly rounded (TE's reference
+    ``qgemm``; 2688^2 = 7225344, 2688 * 1536 and 1536^2 are exact in fp32). One: A / (6 L).
     """
     if amax_b is None:
-        return global_decode_scale(amax_a)
-    return (amax_a * amax_b) / torch.full_like(amax_a, _RANGE * _RANGE)
+        return global_decode_scale(amax_a, limit_a)
+    ranges = value_range(limit_a) * value_range(limit_b)
+    return (amax_a * amax_b) / torch.full_like(amax_a, ranges)
 
 
 def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor,
-                      order: str = "te") -> torch.Tensor:
+                      order: str = "te", limit: int = 448) -> torch.Tensor:
     """q: fp32 E2M1 values (blocked view); s_b: e4m3, broadcasting onto q -> fp32 values.
 
-    te / te_v2_8: q * ((s_b * A) * fp32(1/2688)), TE's dequantize kernel;
+    te / te_v2_8: q * ((s_b * A) * fp32(1/(6 L))), TE's dequantize kernel (L = 448: 1/2688);
     torchao: q * (fp32(A / 2688) * s_b), torchao's ``NVFP4Tensor.dequantize``.
     """
     if order == "torchao":
         return q * (global_decode_scale(amax) * s_b.float())
-    return q * ((s_b.float() * amax) * _INV_RANGE)
+    inv_range = float(torch.tensor(1.0 / value_range(limit), dtype=torch.float32))  # factor_inv
+    return q * ((s_b.float() * amax) * inv_range)

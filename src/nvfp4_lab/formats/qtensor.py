@@ -88,7 +88,7 @@ def _scaled_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax=None) -> 
     if spec.fmt == "nvfp4":
         if amax is None:
             return values * scales.float()
-        return nvfp4.dequantize_blocks(values, scales, amax, spec.order)
+        return nvfp4.dequantize_blocks(values, scales, amax, spec.order, spec.e4m3_limit)
     if spec.fmt == "mxfp4":
         return mxfp4.dequantize_blocks(values, scales)
     return fp8.dequantize_blocks(values, scales)

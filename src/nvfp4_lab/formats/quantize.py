@@ -6,7 +6,8 @@ Both run one pipeline, so a QTensor decodes to exactly what fake_quantize return
       -> zero-padded to whole blocks                                  blocks.py
       -> random Hadamard transform, rounded to x's dtype (optional)   hadamard.py
       -> blocked view in fp32 (blocks split in place, no transpose)
-      -> scales and element rounding per format       nvfp4.py / mxfp4.py / fp8.py / e2m1.py
+      -> scales and element rounding per format       nvfp4.py (four_over_six.py) /
+                                                      mxfp4.py / fp8.py / e2m1.py
       -> element values in the blocked view
     quantize:      values -> storage layout, packed codes / fp8 bytes, scales, amax (QTensor)
     fake_quantize: values * scales -> original shape, x's dtype
@@ -29,7 +30,7 @@ import functools
 
 import torch
 
-from . import e2m1, fp8, mxfp4, nvfp4
+from . import e2m1, four_over_six, fp8, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
 from .qtensor import QTensor, decode_local, dequantize_blocks
@@ -70,6 +71,8 @@ def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
     if spec.rht is not None:
         p = rht_dim(p, signs, layout.axis)
     xb, dims = to_blocks(p.float(), layout)
+    if spec.four_over_six:
+        return four_over_six.quantize_blocks(xb, dims, spec.four_over_six, spec.e4m3_limit)
     if spec.fmt == "nvfp4":
         return nvfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple), spec.order)
     if spec.fmt == "mxfp4":

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .blocks import Layout
+from .four_over_six import ERRORS, LIMITS
 from .hadamard import SIGN_POLICIES, check_size
 from .nvfp4 import ORDERS
 from .scales import E8M0_MODES
@@ -81,6 +82,9 @@ class QuantSpec:
         exact (unbiased). order: NVFP4 scale arithmetic te | te_v2_8 | torchao.
     mx_scale: MXFP4 E8M0 rounding ceil | floor | even. pow2_scales: FP8 power-of-two scales.
     rht: an RHTSpec (or its size as an int) applied along the block axis first; 1D only.
+    four_over_six: NVFP4 4/6 block-scale selection by "mae" or "mse" (four_over_six.py);
+        None: the standard scale. e4m3_limit: the global E4M3 limit L, 448 | 256 (None: 256
+        with 4/6, as TE; 448 without).
     """
 
     fmt: str = "nvfp4"
@@ -92,6 +96,8 @@ class QuantSpec:
     mx_scale: str = "ceil"
     pow2_scales: bool = False
     rht: RHTSpec | int | None = None
+    four_over_six: str | None = None
+    e4m3_limit: int | None = None
     layout: Layout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -117,6 +123,30 @@ class QuantSpec:
             raise ValueError("rht needs 1D blocks: weights with 2D tiles are never transformed "
                              "(paper Sec. 4.3)")
         object.__setattr__(self, "layout", layout)
+        self._check_four_over_six()
+
+    def _check_four_over_six(self) -> None:
+        """4/6 where TE allows it: NVFP4, 16-element blocks or tiles, RNE, no RHT."""
+        limit = self.e4m3_limit
+        if limit is None:
+            object.__setattr__(self, "e4m3_limit", 256 if self.four_over_six else 448)
+        else:
+            _choice("e4m3_limit", limit, LIMITS)
+        if self.four_over_six is None:
+            if self.e4m3_limit != 448:
+                raise ValueError(f"e4m3_limit={limit} is for 4/6 scale selection only; set "
+                                 f"four_over_six=mae (or mse), or leave e4m3_limit=448")
+            return
+        _choice("four_over_six", self.four_over_six, ERRORS)
+        problem = ("fmt=" + self.fmt if self.fmt != "nvfp4" else
+                   f"block={self.block}" if self.layout.size != 16 else
+                   "rounding=sr" if self.rounding == "sr" else
+                   f"rht={self.rht.size}" if self.rht is not None else
+                   f"order={self.order}" if self.order != "te" else None)
+        if problem:
+            raise ValueError(f"four_over_six={self.four_over_six!r} with {problem}: 4/6 is for "
+                             "NVFP4 with 1x16 blocks or 16x16 tiles, round-to-nearest, no RHT, "
+                             "and its own scale arithmetic (order=te); drop one of the two")
 
     @property
     def bf16_exact(self) -> bool:

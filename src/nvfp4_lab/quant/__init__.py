@@ -20,11 +20,13 @@ The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
     weight_blocks   1d | 1d_same_dim | 2d; act_blocks, grad_blocks  E05, E11
     rht             {gemms, size, signs, seed}                      E05, E08, E09, E10
     sr, sr_mode     which operands round stochastically             E02, E05, E07
+    four_over_six   {operands, error, e4m3_limit}: 4/6 block scales  beyond the paper (TE)
     quantize        which operands are quantized at all             E04, E11
     high_precision  {first, last, names}: blocks/layers kept BF16   E02, E05, E06
     switch          {at_step | at_fraction, passes}: BF16 late on   E04
 
-``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16).
+``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16) and
+the later ones (nvfp4_4over6).
 ``operand_plan(recipe)`` turns a recipe into six operand quantizers; ``QuantLinear``
 (``linear.py``) executes them through the autograd Function of ``gemm.py``, which multiplies
 exactly representable operands in FP32 and applies the tensor scales to the output, as a
@@ -50,6 +52,7 @@ from .presets import PRESETS, preset
 from .recipe import (
     GROUPS,
     OPERANDS,
+    FourOverSix,
     HighPrecision,
     Operand,
     Recipe,
@@ -62,7 +65,8 @@ from .recipe import (
 )
 
 __all__ = [
-    "GROUPS", "OPERANDS", "PRESETS", "Backend", "BackendError", "HighPrecision", "Operand",
+    "GROUPS", "OPERANDS", "PRESETS", "Backend", "BackendError", "FourOverSix", "HighPrecision",
+    "Operand",
     "QuantLinear", "QuantState", "RHTConfig", "Recipe", "Report", "Switch", "convert",
     "find_blocks", "from_dict", "layer_stats", "make_backend", "operand_plan", "preset",
     "quant_layers", "quant_state", "resolve", "self_test", "switched_plan", "to_dict",

@@ -44,15 +44,17 @@ from ..formats.nvfp4 import gemm_alpha
 
 class Parts(NamedTuple):
     """A GEMM operand: local [rows, cols] (element x block scale, or the high-precision
-    tensor), amax (NVFP4's fp32 0-d tensor amax, else None), quantized."""
+    tensor), amax (NVFP4's fp32 0-d tensor amax, else None), quantized, and the global E4M3
+    limit its amax was scaled with (448; 256 under 4/6)."""
 
     local: torch.Tensor
     amax: torch.Tensor | None
     quantized: bool
+    limit: int = 448
 
     @property
     def T(self) -> Parts:
-        return Parts(self.local.t(), self.amax, self.quantized)
+        return self._replace(local=self.local.t())
 
     def for_saving(self, op) -> Parts:
         """FP4 parts (of Operand ``op``) are exact in BF16: half the memory of FP32."""
@@ -100,9 +102,11 @@ def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
     else:
         with full_fp32(a.local.device):
             y = a.local.float() @ b.local.float()
-    amaxes = [t for t in (a.amax, b.amax) if t is not None]
-    if amaxes:
-        y = y * gemm_alpha(*amaxes)
+    nvfp4 = [p for p in (a, b) if p.amax is not None]
+    if len(nvfp4) == 2:
+        y = y * gemm_alpha(a.amax, b.amax, a.limit, b.limit)
+    elif nvfp4:
+        y = y * gemm_alpha(nvfp4[0].amax, limit_a=nvfp4[0].limit)
     return y.to(out_dtype)
 
 
@@ -143,6 +147,7 @@ class QuantGemm(torch.autograd.Function):
                               saved_w.amax if saved_w else None,
                               x2 if layer.state.collect_stats else None)
         ctx.flags = (wx.quantized, saved_w.quantized if saved_w else False)
+        ctx.limits = (wx.limit, saved_w.limit if saved_w else 448)
         ctx.layer, ctx.plan, ctx.cd, ctx.x_meta = layer, plan, cd, (x.shape, x.dtype)
         return y.reshape(*x.shape[:-1], y.shape[-1])
 
@@ -160,14 +165,14 @@ class QuantGemm(torch.autograd.Function):
                 ddy = layer.operand(dy2, "dgrad.dy", plan, cd, signs_d)
             if ctx.needs_input_grad[0]:
                 if plan["dgrad.w"].reuse:
-                    dw_op = Parts(w_local, w_amax, ctx.flags[1])
+                    dw_op = Parts(w_local, w_amax, ctx.flags[1], ctx.limits[1])
                 else:
                     dw_op = layer.operand(weight, "dgrad.w", plan, cd, signs_d)
                 dx = gemm(ddy, dw_op, cd).reshape(x_shape).to(x_dtype)  # [M, K]
             if ctx.needs_input_grad[1]:
                 wdy = ddy if plan["wgrad.dy"].reuse else layer.operand(
                     dy2, "wgrad.dy", plan, cd, signs_w)
-                wx = Parts(wx_local, wx_amax, ctx.flags[0])
+                wx = Parts(wx_local, wx_amax, ctx.flags[0], ctx.limits[0])
                 dw = gemm(wdy.T, wx, cd).to(weight.dtype)  # [N, M] @ [M, K] -> [N, K]
                 if x_hp is not None:
                     layer.record_wgrad_error(dw, dy2, x_hp)

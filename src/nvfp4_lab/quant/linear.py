@@ -112,7 +112,7 @@ class QuantLinear(nn.Linear):
         local, scale = self.backend.operand(x, o.spec, seed=self.state.seed,
                                             stream=self.stream(o.stream_as or op), signs=signs,
                                             local_dtype=local_dtype(o.spec, x.device))
-        return Parts(local, scale, True)
+        return Parts(local, scale, True, o.spec.e4m3_limit)
 
     def check_tokens(self, tokens: int, plan: GemmPlan) -> None:
         """The Wgrad transform runs along tokens: a partial chunk cannot be transformed."""

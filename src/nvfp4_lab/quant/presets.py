@@ -5,6 +5,9 @@
                  fraction so that it scales to small models, docs/experiments.md, Small scale)
     nvfp4_base   the appendix base method (E.1): every layer NVFP4, 1x16 everywhere, RNE,
                  no RHT, no 2D
+    nvfp4_4over6 nvfp4 with 4/6 block-scale selection (Cook et al., arXiv 2512.02010; TE's
+                 nvfp4_4over6) on the operands TE allows it on: forward activations and
+                 weights (round-to-nearest, no RHT); MAE, global E4M3 limit 256
     mxfp4        Sec. 5: the full method in MXFP4, RHT 32 on Wgrad, 2D 32x32 weights
     fp8          the FP8 baseline (App. A.1): E4M3, 1x128 blocks for activations and
                  gradients, 128x128 for weights, FP32 scales, first 1 + last 2 blocks BF16
@@ -12,13 +15,15 @@
 """
 from __future__ import annotations
 
-from .recipe import HighPrecision, Recipe, RHTConfig
+from .recipe import FourOverSix, HighPrecision, Recipe, RHTConfig
 
 NO_RHT = RHTConfig(gemms=())
 LAST_20_PERCENT = HighPrecision(last=0.2)
 
 PRESETS: dict[str, Recipe] = {
     "nvfp4": Recipe(name="nvfp4", high_precision=LAST_20_PERCENT),
+    "nvfp4_4over6": Recipe(name="nvfp4_4over6", high_precision=LAST_20_PERCENT,
+                           four_over_six=FourOverSix(operands=("fprop.x", "weights"))),
     "nvfp4_base": Recipe(name="nvfp4_base", weight_blocks="1d", rht=NO_RHT, sr=()),
     "mxfp4": Recipe(name="mxfp4", format="mxfp4", rht=RHTConfig(size=32),
                     high_precision=LAST_20_PERCENT),

@@ -30,6 +30,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..formats import QuantSpec, RHTSpec
+from ..formats.four_over_six import ERRORS, LIMITS
 from ..formats.hadamard import SIGN_POLICIES, check_size
 from ..formats.spec import SR_MODES, _choice
 
@@ -106,6 +107,24 @@ class RHTConfig:
     @property
     def spec(self) -> RHTSpec:
         return RHTSpec(self.size, self.signs, self.seed)
+
+
+@dataclass(frozen=True)
+class FourOverSix:
+    """4/6 block-scale selection (``formats/four_over_six.py``; TE's ``nvfp4_4over6``) on the
+    listed operands: per block, the amax mapped to 6 or to 4, whichever quantizes with the
+    smaller ``error`` (mae | mse); ``e4m3_limit``: the global E4M3 limit of those operands
+    (256, TE's default for 4/6, or 448). NVFP4 only; an operand with SR or an RHT cannot
+    take it (TE's rule)."""
+
+    operands: tuple[str, ...] = ()
+    error: str = "mae"
+    e4m3_limit: int = 256
+
+    def __post_init__(self):
+        object.__setattr__(self, "operands", expand("four_over_six.operands", self.operands))
+        _choice("four_over_six.error", self.error, ERRORS)
+        _choice("four_over_six.e4m3_limit", self.e4m3_limit, LIMITS)
 
 
 @dataclass(frozen=True)
@@ -194,6 +213,7 @@ class Recipe:
         1d_same_dim (along in-features in both; simulation only, E11) | 2d (tiles, reused).
     act_blocks, grad_blocks: 1d | 1d_same_dim (the Wgrad copy reuses the other GEMM's).
     rht: RHTConfig; sr: operands with stochastic rounding (the rest RNE); sr_mode: hw8 | exact.
+    four_over_six: FourOverSix (operands with 4/6 block-scale selection; none by default).
     quantize: operands quantized at all; high_precision: layers kept unquantized;
     switch: the late precision switch; mx_scale: MXFP4 E8M0 rounding; backend: see backends.
     """
@@ -207,6 +227,7 @@ class Recipe:
     rht: RHTConfig = field(default_factory=RHTConfig)
     sr: tuple[str, ...] = ("gradients",)
     sr_mode: str = "hw8"
+    four_over_six: FourOverSix = field(default_factory=FourOverSix)
     quantize: tuple[str, ...] = ("all",)
     high_precision: HighPrecision = field(default_factory=HighPrecision)
     switch: Switch = field(default_factory=Switch)
@@ -220,8 +241,8 @@ class Recipe:
         _choice("grad_blocks", self.grad_blocks, TENSOR_BLOCKS)
         _choice("sr_mode", self.sr_mode, SR_MODES)
         _choice("backend", self.backend, BACKENDS)
-        for key, cls in (("rht", RHTConfig), ("high_precision", HighPrecision),
-                         ("switch", Switch)):
+        for key, cls in (("rht", RHTConfig), ("four_over_six", FourOverSix),
+                         ("high_precision", HighPrecision), ("switch", Switch)):
             value = getattr(self, key)
             if isinstance(value, dict):
                 object.__setattr__(self, key, _build(cls, value, key + "."))
@@ -237,7 +258,24 @@ class Recipe:
             raise ValueError(f"sr={list(self.sr)}: stochastic rounding is for FP4 formats; "
                              f"format={self.format} needs sr=[]")
         self._check_reuse()
+        self._check_four_over_six()
         operand_plan(self)  # every remaining inconsistency fails here, not mid-training
+
+    def _check_four_over_six(self) -> None:
+        ops = self.four_over_six.operands
+        if ops and self.format != "nvfp4":
+            raise ValueError(f"four_over_six.operands={list(ops)}: 4/6 is an NVFP4 scale rule; "
+                             f"format={self.format} needs four_over_six.operands=[]")
+        for op in ops:
+            why = ("is not quantized (quantize=" + str(list(self.quantize)) + ")"
+                   if op not in self.quantize else
+                   "has stochastic rounding (sr lists it)" if op in self.sr else
+                   f"has an RHT (rht.gemms={list(self.rht.gemms)})"
+                   if gemm_of(op) in self.rht.gemms else None)
+            if why:
+                raise ValueError(f"four_over_six.operands lists {op}, which {why}; 4/6 rounds "
+                                 f"to nearest without a transform (TE's rule): drop {op} from "
+                                 f"four_over_six.operands")
 
     def _check_reuse(self) -> None:
         """A same-dim / 2D tensor is quantized once and reused by its second GEMM, so both
@@ -246,8 +284,10 @@ class Recipe:
             mode = getattr(self, key)
             if mode == "1d":
                 continue
-            for lst in ("sr", "quantize"):
-                if (first in getattr(self, lst)) != (second in getattr(self, lst)):
+            for lst in ("sr", "quantize", "four_over_six.operands"):
+                chosen = (self.four_over_six.operands if lst == "four_over_six.operands"
+                          else getattr(self, lst))
+                if (first in chosen) != (second in chosen):
                     raise ValueError(
                         f"{key}={mode} quantizes {tensor} once and reuses it in "
                         f"{gemm_of(second)}, so {lst} must list both {first} and {second} "
@@ -300,6 +340,7 @@ def to_dict(recipe: Recipe) -> dict:
     """Plain data that ``from_dict`` turns back into an equal recipe."""
     d = dataclasses.asdict(recipe)
     d["sr"], d["quantize"] = list(recipe.sr), list(recipe.quantize)
+    d["four_over_six"]["operands"] = list(recipe.four_over_six.operands)
     return d
 
 
@@ -324,7 +365,8 @@ class Operand:
         s = self.spec
         block = "x".join(map(str, s.block)) if s.block else "tensor"
         rounding = s.rounding + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
-        return f"{s.fmt} {block} axis={s.axis} {rounding}{rht}"
+        four6 = f" 4/6-{s.four_over_six} L={s.e4m3_limit}" if s.four_over_six else ""
+        return f"{s.fmt} {block} axis={s.axis} {rounding}{four6}{rht}"
 
 
 GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
@@ -362,6 +404,9 @@ def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
     fmt, _ = ELEMENT[recipe.format]
     b = recipe.element_block
     two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
+    four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None
     return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=AXIS[op],
                      rounding="sr" if op in recipe.sr else "rne", sr_mode=recipe.sr_mode,
-                     mx_scale=recipe.mx_scale, rht=rht)
+                     mx_scale=recipe.mx_scale, rht=rht,
+                     four_over_six=four6.error if four6 else None,
+                     e4m3_limit=four6.e4m3_limit if four6 else None)

@@ -31,6 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from ..data import DataConfig
 from ..model import ModelConfig
+from ..formats.four_over_six import ERRORS
 from ..quant import from_dict, preset, to_dict
 from ..quant.recipe import (
     BACKENDS,
@@ -59,6 +60,7 @@ Operand = choices("Operand", (*OPERANDS, *GROUPS))
 Passes = choices("Passes", PASSES)
 Signs = choices("Signs", ("none", "fixed", "per_layer", "per_step", "per_call"))
 SRMode = choices("SRMode", ("hw8", "exact"))
+FourOverSixError = choices("FourOverSixError", ERRORS)
 MXScale = choices("MXScale", ("ceil", "floor", "even"))
 Schedule = choices("Schedule", ("wsd", "cosine"))
 Resume = choices("Resume", ("auto", "never"))
@@ -71,6 +73,13 @@ class RHTSchema:
     size: int = 16
     signs: Signs = Signs.fixed
     seed: int = 0
+
+
+@dataclass
+class FourOverSixSchema:
+    operands: list[Operand] = field(default_factory=list)
+    error: FourOverSixError = FourOverSixError.mae
+    e4m3_limit: int = 256
 
 
 @dataclass
@@ -103,6 +112,7 @@ class QuantSchema:
     rht: RHTSchema = field(default_factory=RHTSchema)
     sr: list[Operand] = field(default_factory=lambda: [Operand.gradients])
     sr_mode: SRMode = SRMode.hw8
+    four_over_six: FourOverSixSchema = field(default_factory=FourOverSixSchema)
     quantize: list[Operand] = field(default_factory=lambda: [Operand.all])
     high_precision: HighPrecisionSchema = field(default_factory=HighPrecisionSchema)
     switch: SwitchSchema = field(default_factory=SwitchSchema)

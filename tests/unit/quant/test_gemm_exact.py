@@ -45,18 +45,21 @@ BF16 = torch.bfloat16
 # A string value means "reuses that operand's quantization" (2D weight tiles).
 
 
-def _fp4(fmt: str, b: int, rht: RHTSpec | None, weights: str = "2d", sr: bool = True):
-    def spec(block, axis, rounding="rne", rht=None):
-        return QuantSpec(fmt, block=block, axis=axis, rounding=rounding, rht=rht)
+def _fp4(fmt: str, b: int, rht: RHTSpec | None, weights: str = "2d", sr: bool = True,
+         four6: str | None = None):
+    """four6: the 4/6 error metric of the forward operands (fprop.x and the weights)."""
+    def spec(block, axis, rounding="rne", rht=None, four_over_six=None):
+        return QuantSpec(fmt, block=block, axis=axis, rounding=rounding, rht=rht,
+                         four_over_six=four_over_six)
     grad = "sr" if sr else "rne"
     table = {
-        "fprop.x": spec((1, b), -1),
+        "fprop.x": spec((1, b), -1, four_over_six=four6),
         "dgrad.dy": spec((1, b), -1, grad),
         "wgrad.dy": spec((1, b), 0, grad, rht),
         "wgrad.x": spec((1, b), 0, "rne", rht),
     }
     if weights == "2d":
-        table.update({"fprop.w": spec((b, b), -1), "dgrad.w": "fprop.w"})
+        table.update({"fprop.w": spec((b, b), -1, four_over_six=four6), "dgrad.w": "fprop.w"})
     else:
         table.update({"fprop.w": spec((1, b), -1), "dgrad.w": spec((1, b), 0)})
     return table
@@ -76,6 +79,9 @@ CASES = {  # name: (recipe, hand-written operand quantizers)
     "nvfp4_base": (preset("nvfp4_base"), _fp4("nvfp4", 16, None, weights="1d", sr=False)),
     "mxfp4": (preset("mxfp4", high_precision=HighPrecision()), _fp4("mxfp4", 32, RHTSpec(32))),
     "fp8": (preset("fp8", high_precision=HighPrecision()), _fp8()),
+    # 4/6 on the forward operands: their amaxes are scaled with the limit L = 256
+    "nvfp4_4over6": (preset("nvfp4_4over6", high_precision=HighPrecision()),
+                     _fp4("nvfp4", 16, RHTSpec(16), four6="mae")),
     # signs that depend on (layer, step, call): pins down the RHT call id gemm + 3 * micro
     "nvfp4_per_call_signs": (preset("nvfp4", high_precision=HighPrecision(), rht=PER_CALL),
                              _fp4("nvfp4", 16, RHTSpec(16, "per_call", 5))),
@@ -148,23 +154,27 @@ def qtensor_parts(q: QTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
 
 def hand_operand(t: torch.Tensor, spec: QuantSpec, via: str, *, stream: Stream,
                  signs: torch.Tensor | None):
+    """(local, amax, L): L the global E4M3 limit, 256 for a 4/6 operand (TE's default)."""
+    limit = 256 if spec.four_over_six else 448
     if via == "parts":
-        return fake_quantize_parts(t, spec, seed=SEED, stream=stream, signs=signs)
-    return qtensor_parts(quantize(t, spec, seed=SEED, stream=stream, signs=signs))
+        return (*fake_quantize_parts(t, spec, seed=SEED, stream=stream, signs=signs), limit)
+    return (*qtensor_parts(quantize(t, spec, seed=SEED, stream=stream, signs=signs)), limit)
 
 
 def hand_gemm(a, b, cd: torch.dtype) -> torch.Tensor:
-    """a.local @ b.local in fp32, times alpha = fp32(A_a * A_b) / 2688^2 (TE's qgemm), to cd."""
-    (la, aa), (lb, ab) = a, b
+    """a.local @ b.local in fp32, times alpha = fp32(A_a * A_b) / (6 L_a * 6 L_b) (TE's qgemm;
+    L = 448 unless given as a third element), to cd."""
+    (la, aa, *l_a), (lb, ab, *l_b) = a, b
     y = la.float() @ lb.float()
     assert (aa is None) == (ab is None)
     if aa is not None:
-        y = y * ((aa * ab) / torch.tensor(2688.0 * 2688.0))
+        ranges = 6.0 * (l_a or [448])[0] * 6.0 * (l_b or [448])[0]
+        y = y * ((aa * ab) / torch.tensor(ranges))
     return y.to(cd)
 
 
 def t(parts):
-    return parts[0].t(), parts[1]
+    return parts[0].t(), *parts[1:]
 
 
 def hand_layer(table: dict, w: torch.Tensor, x2: torch.Tensor, dy2: torch.Tensor,

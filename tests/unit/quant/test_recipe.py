@@ -89,7 +89,7 @@ def test_rht_size_error_names_the_field():
 
 @pytest.mark.parametrize("d, key, allowed", [
     ({"formats": "nvfp4"}, "'formats'", ("name, format, block, weight_blocks, act_blocks, "
-                                         "grad_blocks, rht, sr, sr_mode, quantize, "
+                                         "grad_blocks, rht, sr, sr_mode, four_over_six, quantize, "
                                          "high_precision, switch, mx_scale, backend")),
     ({"rht": {"sizes": 16}}, "'sizes'", "gemms, size, signs, seed"),
     ({"high_precision": {"lasts": 2}}, "'lasts'", "first, last, names"),
@@ -110,7 +110,7 @@ def test_unknown_keys_in_replace_and_preset_changes():
         PRESETS["nvfp4"].replace(rht={"sizes": 32})
     with pytest.raises(ValueError, match="unknown recipe key 'fromat'"):
         preset("nvfp4", fromat="mxfp4")
-    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_base"):
+    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, nvfp4_base"):
         preset("nvfp5")
 
 
@@ -523,3 +523,40 @@ def test_high_precision_count_too_many_blocks(key, value):
     with pytest.raises(ValueError, match=f"high_precision.{key}={value} selects {value} "
                                          f"blocks, the model has 4"):
         hp.count(key, 4)
+
+
+# ------------------------------------------------------------------------------ 4/6
+def test_4over6_preset_plans_it_on_the_forward_activations_and_the_weights_only():
+    plan = operand_plan(preset("nvfp4_4over6"))
+    four6 = {op for op, o in plan.items() if o.spec is not None and o.spec.four_over_six}
+    assert four6 == {"fprop.x", "fprop.w"}                      # dgrad.w reuses fprop.w
+    assert plan["dgrad.w"].reuse == "fprop.w"
+    assert (plan["fprop.x"].spec.four_over_six, plan["fprop.x"].spec.e4m3_limit) == ("mae", 256)
+    assert plan["dgrad.dy"].spec.e4m3_limit == 448               # untouched operands keep 448
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"four_over_six": {"operands": ["activations"]}},
+     "lists wgrad.x, which has an RHT"),
+    ({"four_over_six": {"operands": ["gradients"]}},
+     "lists dgrad.dy, which has stochastic rounding"),
+    ({"four_over_six": {"operands": ["fprop.w"]}},
+     "four_over_six.operands must list both fprop.w and dgrad.w"),
+    ({"format": "mxfp4", "four_over_six": {"operands": ["fprop.x"]}},
+     "format=mxfp4 needs four_over_six.operands=\\[\\]"),
+    ({"four_over_six": {"operands": ["fprop.x"], "error": "l2"}},
+     "four_over_six.error='l2' is not one of mae, mse"),
+    ({"four_over_six": {"operands": ["fprop.x"], "e4m3_limit": 300}},
+     "four_over_six.e4m3_limit=300 is not one of 448, 256"),
+    ({"quantize": ["weights", "gradients"], "sr": [], "four_over_six": {"operands": ["fprop.x"]}},
+     "lists fprop.x, which is not quantized"),
+])
+def test_4over6_where_it_cannot_apply_is_refused_naming_the_operand(change, message):
+    with pytest.raises(ValueError, match=message):
+        preset("nvfp4").replace(**change)
+
+
+def test_4over6_round_trips_through_plain_data():
+    r = preset("nvfp4_4over6").replace(four_over_six={"error": "mse", "e4m3_limit": 448})
+    assert from_dict(to_dict(r)) == r and r.four_over_six.operands == ("fprop.x", "fprop.w",
+                                                                        "dgrad.w")
