@@ -32,12 +32,13 @@ def _row_errors(rows, codes, s, amax, limit, error):
 
 
 def four_over_six_reference(x: torch.Tensor, error: str = "mae", limit: int = 256,
-                            tile=(1, 16)):
+                            tile=(1, 16), rows: bool = False):
     """2-D finite x, K % 16 == 0 (M % 16 == 0 for tiles). Returns (codes uint8 [M, K],
-    scales float8_e4m3fn [M, K/16] or [M/16, K/16], amax fp32 0-d)."""
+    scales float8_e4m3fn [M, K/16] or [M/16, K/16], amax fp32 0-d, or [M, 1] with ``rows``:
+    row-scaled, one amax per row in the scales and in the error)."""
     M, K = x.shape
     x32 = x.to(F32)
-    amax = x32.abs().amax()
+    amax = x32.abs().amax(-1, keepdim=True) if rows else x32.abs().amax()
     s_enc = torch.minimum(torch.tensor(6.0 * limit, dtype=F32) / amax, FLT_MAX)
     s_dec = torch.tensor(1.0, dtype=F32) / s_enc
     if tuple(tile) == (1, 16):

@@ -96,17 +96,23 @@ def block_scale(block_amax: torch.Tensor, s_enc: torch.Tensor, order: str) -> to
     return e4m3_round(s)
 
 
-def te_nvfp4_reference(x: torch.Tensor, order: str = "te", tile=(1, 16)):
+def te_nvfp4_reference(x: torch.Tensor, order: str = "te", tile=(1, 16), rows: bool = False):
     """2-D x (fp32/bf16/fp16), finite, K % 16 == 0 (and M % 16 == 0 for 16x16 tiles).
 
-    Returns (codes uint8 [M, K] unpacked, scales float8_e4m3fn, amax fp32 0-d).
+    rows: TE's row-scaled variant, "A is a per-row vector; everything else per row"
+    (1x16 blocks only).
+    Returns (codes uint8 [M, K] unpacked, scales float8_e4m3fn, amax fp32 0-d or [M, 1]).
     """
     assert x.dim() == 2 and x.shape[1] % 16 == 0, x.shape
     tile = tuple(tile)
     assert tile in ((1, 16), (16, 16)), tile
     M, K = x.shape
     x32 = x.to(F32)
-    amax = x32.abs().amax() if x32.numel() else torch.tensor(0.0, dtype=F32)
+    if rows:
+        assert tile == (1, 16)
+        amax = x32.abs().amax(-1, keepdim=True)                     # [M, 1]
+    else:
+        amax = x32.abs().amax() if x32.numel() else torch.tensor(0.0, dtype=F32)
     s_enc, s_dec = global_scales(amax)
 
     if tile == (1, 16):

@@ -74,15 +74,16 @@ def block_error(xb: torch.Tensor, q: torch.Tensor, s_b: torch.Tensor, amax: torc
 
 
 def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], error: str = "mae",
-                    limit: int = 256):
+                    limit: int = 256, rows: bool = False):
     """Quantize a blocked view (blocks.py) with 4/6 scale selection.
 
-    xb: fp32, each block spanning ``dims`` (1x16 blocks or 16x16 tiles).
+    xb: fp32, each block spanning ``dims`` (1x16 blocks or 16x16 tiles); rows: one amax per
+    row (row-scaled NVFP4, 1x16 blocks along the last dim), which then also enters the error.
     Returns (q: fp32 signed E2M1 values shaped like xb, s_b: e4m3 scales with size-1 ``dims``,
-    amax: fp32 0-d), as ``nvfp4.quantize_blocks``.
+    amax: fp32 0-d or per row), as ``nvfp4.quantize_blocks``.
     """
     block_amax = xb.abs().amax(dim=dims, keepdim=True)
-    amax = tensor_amax(block_amax)
+    amax = tensor_amax(block_amax, rows)
     s_enc = torch.clamp_max(rdiv(6.0 * limit, amax), FLT_MAX)
     s_dec = 1.0 / s_enc
     base = (block_amax / e2m1.FP4_MAX) * s_enc

@@ -55,13 +55,15 @@ _E4M3_MIN_NORMAL = 2.0 ** -6
 _RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688
 
 
-def tensor_amax(block_amax: torch.Tensor) -> torch.Tensor:
-    """The tensor amax A from the block amaxes, skipping non-finite blocks. fp32 0-d.
+def tensor_amax(block_amax: torch.Tensor, rows: bool = False) -> torch.Tensor:
+    """The tensor amax A from the block amaxes, skipping non-finite blocks. fp32 0-d; with
+    ``rows``, one per row (row-scaled NVFP4: block_amax [..., L/b, 1] -> [..., 1, 1]).
 
     For finite input this is max |x|. Taking it from the n/16 block amaxes rather than from
     x saves a pass over the data (one that cannot vectorise behind an RHT).
     """
-    return torch.where(torch.isfinite(block_amax), block_amax, 0.0).amax()
+    finite = torch.where(torch.isfinite(block_amax), block_amax, 0.0)
+    return finite.amax(dim=-2, keepdim=True) if rows else finite.amax()
 
 
 def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te"):
@@ -94,16 +96,18 @@ def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te"
     return s_b, enc
 
 
-def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: str = "te"):
+def quantize_blocks(xb: torch.Tensor, dims: tuple[int, ...], round_mag, order: str = "te",
+                    rows: bool = False):
     """Quantize a blocked view.
 
     xb: fp32 blocked view (blocks.py), a block spanning ``dims``;
-    round_mag: magnitudes in [0, 6] -> E2M1 magnitudes (RNE or SR, see e2m1.py).
+    round_mag: magnitudes in [0, 6] -> E2M1 magnitudes (RNE or SR, see e2m1.py);
+    rows: one amax per row (1D blocks along the last dim, xb [..., L/b, b]).
     Returns (q: fp32 signed E2M1 values shaped like xb, s_b: e4m3 block scales with size-1
-    ``dims``, amax: fp32 0-d).
+    ``dims``, amax: fp32 0-d, or [..., 1, 1] per row).
     """
     block_amax = xb.abs().amax(dim=dims, keepdim=True)
-    amax = tensor_amax(block_amax)
+    amax = tensor_amax(block_amax, rows)
     s_b, enc = block_scales(block_amax, amax, order)
     y = torch.clamp(xb * enc, -e2m1.FP4_MAX, e2m1.FP4_MAX)
     q = e2m1.apply_sign(round_mag(y.abs()), y, keep_negative_zero=order == "torchao")

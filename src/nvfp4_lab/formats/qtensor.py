@@ -5,7 +5,8 @@
             Stored in the canonical layout of ``blocks.py`` (blocked axis last, padded).
     scales  NVFP4: float8_e4m3fn; MXFP4: float8_e8m0fnu; FP8: float32 decode scales.
             [..., n_blocks] per block, [..., R/b, C/b] per 2D tile, [1] per tensor.
-    amax    NVFP4: fp32 0-d tensor amax (after the RHT, if any); else None.
+    amax    NVFP4: fp32 0-d tensor amax (after the RHT, if any), or [..., 1] one per row
+            (``amax="row"``); else None.
     shape   the shape of the tensor that was quantized.
 
 With an RHT, the stored tensor is x . R, the operand a GEMM sees; ``dequantize`` returns
@@ -57,7 +58,8 @@ class QTensor:
             return self.values().to(dtype)
         vb, _ = to_blocks(from_canonical(self.values(), layout), layout)
         scales = load_scales(self.scales, layout, vb.dim())
-        return dequantize_blocks(vb, self.spec, scales, self.amax, self.shape).to(dtype)
+        amax = self.amax.unsqueeze(-1) if self.spec.amax == "row" else self.amax  # [..., 1, 1]
+        return dequantize_blocks(vb, self.spec, scales, amax, self.shape).to(dtype)
 
     @property
     def has_nonfinite(self) -> bool:
@@ -70,12 +72,22 @@ class QTensor:
         s = self.spec
         extra = f", rht={s.rht.size}/{s.rht.signs}" if s.rht else ""
         extra += f", rounding={s.rounding}" + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
-        amax = f", amax={self.amax.item():.6g}" if self.amax is not None else ""
+        amax = ("" if self.amax is None else f", amax={self.amax.item():.6g}"
+                if self.amax.dim() == 0 else f", amax per row {tuple(self.amax.shape)}")
         scales = (f", scales={self.scales.dtype} {tuple(self.scales.shape)}"
                   if self.scales is not None else "")
         return (f"QTensor({s.fmt}, shape={tuple(self.shape)}, block={s.block}, "
                 f"axis={s.axis}{extra}{amax}{scales}, data={self.data.dtype} "
                 f"{tuple(self.data.shape)})")
+
+
+def store_amax(amax: torch.Tensor | None, spec: QuantSpec) -> torch.Tensor | None:
+    """The pipeline's amax (0-d, or [..., 1, 1] per row on the blocked view) as stored and
+    as the GEMM takes it: 0-d, or [..., 1] per row (the row's output scale); None unless
+    NVFP4."""
+    if spec.fmt != "nvfp4":
+        return None
+    return amax.squeeze(-1) if spec.amax == "row" else amax
 
 
 def _scaled_blocks(values: torch.Tensor, spec: QuantSpec, scales, amax=None) -> torch.Tensor:

@@ -33,7 +33,7 @@ import torch
 from . import e2m1, four_over_six, fp8, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
-from .qtensor import QTensor, decode_local, dequantize_blocks
+from .qtensor import QTensor, decode_local, dequantize_blocks, store_amax
 from .rng import key_tensor, random_bits, to_device
 from .spec import FP4_FORMATS, QuantSpec, Stream
 
@@ -71,10 +71,12 @@ def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
     if spec.rht is not None:
         p = rht_dim(p, signs, layout.axis)
     xb, dims = to_blocks(p.float(), layout)
+    rows = spec.amax == "row"
     if spec.four_over_six:
-        return four_over_six.quantize_blocks(xb, dims, spec.four_over_six, spec.e4m3_limit)
+        return four_over_six.quantize_blocks(xb, dims, spec.four_over_six, spec.e4m3_limit, rows)
     if spec.fmt == "nvfp4":
-        return nvfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple), spec.order)
+        return nvfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple), spec.order,
+                                     rows)
     if spec.fmt == "mxfp4":
         return (*mxfp4.quantize_blocks(xb, dims, _rounder(spec, x, key, multiple),
                                        spec.mx_scale), None)
@@ -118,7 +120,8 @@ def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,
         data = e2m1.pack(e2m1.to_codes(values))
     else:
         data = values.to(fp8.DTYPES[spec.fmt][0])
-    return QTensor(spec, data, store_scales(scales, spec.layout), amax, x.shape, signs)
+    return QTensor(spec, data, store_scales(scales, spec.layout), store_amax(amax, spec),
+                   x.shape, signs)
 
 
 def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.Tensor:
@@ -129,7 +132,7 @@ def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.T
 def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     local = decode_local(values, spec, scales, x.shape)
-    return local, (amax if spec.fmt == "nvfp4" else None)
+    return local, store_amax(amax, spec)
 
 
 @functools.cache
@@ -172,8 +175,9 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     """A GEMM operand as a block-scaled tensor core sees it: (local, amax).
 
     local: fp32 [x.shape], element value x block decode scale (exact for FP4 formats);
-    amax: NVFP4's fp32 0-d tensor amax (None for other formats), from which the GEMM scales
-    its output (``nvfp4.gemm_alpha``). For MXFP4 and FP8 ``local`` is ``fake_quantize(x)``.
+    amax: NVFP4's fp32 0-d tensor amax, or [..., 1] per row (None for other formats), from
+    which the GEMM scales its output (``nvfp4.gemm_alpha``). For MXFP4 and FP8 ``local`` is
+    ``fake_quantize(x)``.
     """
     _check_backend(backend)
     spec = make_spec(spec, **spec_fields)

@@ -24,6 +24,7 @@ FP4_FORMATS = ("nvfp4", "mxfp4")
 DEFAULT_BLOCK = {"nvfp4": (1, 16), "mxfp4": (1, 32), "fp8_e4m3": None, "fp8_e5m2": None,
                  "bf16": None}
 ROUNDINGS = ("rne", "sr")
+AMAX_SCOPES = ("tensor", "row")
 SR_MODES = ("hw8", "exact")
 
 
@@ -85,6 +86,9 @@ class QuantSpec:
     four_over_six: NVFP4 4/6 block-scale selection by "mae" or "mse" (four_over_six.py);
         None: the standard scale. e4m3_limit: the global E4M3 limit L, 448 | 256 (None: 256
         with 4/6, as TE; 448 without).
+    amax: NVFP4's FP32 scale per "tensor" (the paper) or per "row" (TE's row-scaled NVFP4:
+        one amax per row of 1x16 blocks along the last dim, RNE, no RHT). The amax is then
+        stored as [..., 1] (x.shape[:-1] + (1,)) and scales the GEMM output per row.
     """
 
     fmt: str = "nvfp4"
@@ -98,6 +102,7 @@ class QuantSpec:
     rht: RHTSpec | int | None = None
     four_over_six: str | None = None
     e4m3_limit: int | None = None
+    amax: str = "tensor"
     layout: Layout = field(init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -124,6 +129,23 @@ class QuantSpec:
                              "(paper Sec. 4.3)")
         object.__setattr__(self, "layout", layout)
         self._check_four_over_six()
+        self._check_row_amax()
+
+    def _check_row_amax(self) -> None:
+        """A per-row amax where TE allows it: NVFP4, 1D blocks along the last dim, RNE."""
+        _choice("amax", self.amax, AMAX_SCOPES)
+        if self.amax == "tensor":
+            return
+        problem = ("fmt=" + self.fmt if self.fmt != "nvfp4" else
+                   f"block={self.block}" if self.layout.kind != "1d" else
+                   f"axis={self.axis}" if self.axis != -1 else
+                   "rounding=sr" if self.rounding == "sr" else
+                   f"rht={self.rht.size}" if self.rht is not None else
+                   f"order={self.order}" if self.order == "torchao" else None)
+        if problem:
+            raise ValueError(f"amax='row' with {problem}: a per-row amax is for NVFP4 with 1D "
+                             "blocks along the last dim (axis=-1), round-to-nearest, no RHT, "
+                             "order te or te_v2_8 (TE's row-scaled NVFP4); drop one of the two")
 
     def _check_four_over_six(self) -> None:
         """4/6 where TE allows it: NVFP4, 16-element blocks or tiles, RNE, no RHT."""

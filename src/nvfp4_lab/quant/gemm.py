@@ -44,8 +44,8 @@ from ..formats.nvfp4 import gemm_alpha
 
 class Parts(NamedTuple):
     """A GEMM operand: local [rows, cols] (element x block scale, or the high-precision
-    tensor), amax (NVFP4's fp32 0-d tensor amax, else None), quantized, and the global E4M3
-    limit its amax was scaled with (448; 256 under 4/6)."""
+    tensor), amax (NVFP4's fp32 0-d tensor amax, [rows, 1] when row-scaled, else None),
+    quantized, and the global E4M3 limit its amax was scaled with (448; 256 under 4/6)."""
 
     local: torch.Tensor
     amax: torch.Tensor | None
@@ -54,6 +54,9 @@ class Parts(NamedTuple):
 
     @property
     def T(self) -> Parts:
+        if self.amax is not None and self.amax.dim():
+            raise AssertionError("a row-scaled operand cannot be transposed: its amax would "
+                                 "scale the dot-product dim (Recipe.row_scaled refuses this)")
         return self._replace(local=self.local.t())
 
     def for_saving(self, op) -> Parts:

@@ -8,6 +8,8 @@
     nvfp4_4over6 nvfp4 with 4/6 block-scale selection (Cook et al., arXiv 2512.02010; TE's
                  nvfp4_4over6) on the operands TE allows it on: forward activations and
                  weights (round-to-nearest, no RHT); MAE, global E4M3 limit 256
+    nvfp4_row_scaled  nvfp4 with one amax per token for the forward activations (TE's
+                 row_scaled_activation)
     mxfp4        Sec. 5: the full method in MXFP4, RHT 32 on Wgrad, 2D 32x32 weights
     fp8          the FP8 baseline (App. A.1): E4M3, 1x128 blocks for activations and
                  gradients, 128x128 for weights, FP32 scales, first 1 + last 2 blocks BF16
@@ -24,6 +26,8 @@ PRESETS: dict[str, Recipe] = {
     "nvfp4": Recipe(name="nvfp4", high_precision=LAST_20_PERCENT),
     "nvfp4_4over6": Recipe(name="nvfp4_4over6", high_precision=LAST_20_PERCENT,
                            four_over_six=FourOverSix(operands=("fprop.x", "weights"))),
+    "nvfp4_row_scaled": Recipe(name="nvfp4_row_scaled", high_precision=LAST_20_PERCENT,
+                               row_scaled=("fprop.x",)),
     "nvfp4_base": Recipe(name="nvfp4_base", weight_blocks="1d", rht=NO_RHT, sr=()),
     "mxfp4": Recipe(name="mxfp4", format="mxfp4", rht=RHTConfig(size=32),
                     high_precision=LAST_20_PERCENT),

@@ -214,6 +214,8 @@ class Recipe:
     act_blocks, grad_blocks: 1d | 1d_same_dim (the Wgrad copy reuses the other GEMM's).
     rht: RHTConfig; sr: operands with stochastic rounding (the rest RNE); sr_mode: hw8 | exact.
     four_over_six: FourOverSix (operands with 4/6 block-scale selection; none by default).
+    row_scaled: operands with one NVFP4 amax per row (token) instead of per tensor (TE's
+        row-scaled NVFP4): fprop.x and/or dgrad.dy, rounded to nearest, without an RHT.
     quantize: operands quantized at all; high_precision: layers kept unquantized;
     switch: the late precision switch; mx_scale: MXFP4 E8M0 rounding; backend: see backends.
     """
@@ -228,6 +230,7 @@ class Recipe:
     sr: tuple[str, ...] = ("gradients",)
     sr_mode: str = "hw8"
     four_over_six: FourOverSix = field(default_factory=FourOverSix)
+    row_scaled: tuple[str, ...] = ()
     quantize: tuple[str, ...] = ("all",)
     high_precision: HighPrecision = field(default_factory=HighPrecision)
     switch: Switch = field(default_factory=Switch)
@@ -251,6 +254,7 @@ class Recipe:
                                  f"({', '.join(f.name for f in dataclasses.fields(cls))})")
         object.__setattr__(self, "sr", expand("sr", self.sr))
         object.__setattr__(self, "quantize", expand("quantize", self.quantize))
+        object.__setattr__(self, "row_scaled", expand("row_scaled", self.row_scaled))
         if self.block is not None and (isinstance(self.block, bool) or not isinstance(
                 self.block, int) or self.block < 2 or self.block & (self.block - 1)):
             raise ValueError(f"block={self.block} must be a power of two >= 2 or null")
@@ -259,6 +263,7 @@ class Recipe:
                              f"format={self.format} needs sr=[]")
         self._check_reuse()
         self._check_four_over_six()
+        self._check_row_scaled()
         operand_plan(self)  # every remaining inconsistency fails here, not mid-training
 
     def _check_four_over_six(self) -> None:
@@ -298,6 +303,26 @@ class Recipe:
                     f"{key}={mode} reuses one quantization of {tensor} in "
                     f"{gemm_of(first)} and {gemm_of(second)}, which a Hadamard transform on either "
                     f"GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
+
+    def _check_row_scaled(self) -> None:
+        """A per-row amax scales the GEMM output per row: only an operand whose rows are the
+        output's rows (Fprop's X, Dgrad's dY), quantized once for that GEMM alone."""
+        if self.row_scaled and self.format != "nvfp4":
+            raise ValueError(f"row_scaled={list(self.row_scaled)}: a per-row amax is NVFP4's; "
+                             f"format={self.format} needs row_scaled=[]")
+        blocks = {first: key for _, key, first, _ in TENSORS}
+        for op in self.row_scaled:
+            why = ("is not an operand whose rows are the output's (fprop.x, dgrad.dy)"
+                   if op not in ("fprop.x", "dgrad.dy") else
+                   "is not quantized" if op not in self.quantize else
+                   "has stochastic rounding (sr lists it)" if op in self.sr else
+                   f"has an RHT (rht.gemms={list(self.rht.gemms)})"
+                   if gemm_of(op) in self.rht.gemms else
+                   f"is reused by another GEMM ({blocks[op]}={getattr(self, blocks[op])})"
+                   if getattr(self, blocks[op]) != "1d" else None)
+            if why:
+                raise ValueError(f"row_scaled lists {op}, which {why}; TE's row-scaled NVFP4 "
+                                 f"is for such operands only: drop {op} from row_scaled")
 
     @property
     def element_block(self) -> int:
@@ -340,6 +365,7 @@ def to_dict(recipe: Recipe) -> dict:
     """Plain data that ``from_dict`` turns back into an equal recipe."""
     d = dataclasses.asdict(recipe)
     d["sr"], d["quantize"] = list(recipe.sr), list(recipe.quantize)
+    d["row_scaled"] = list(recipe.row_scaled)
     d["four_over_six"]["operands"] = list(recipe.four_over_six.operands)
     return d
 
@@ -366,7 +392,8 @@ class Operand:
         block = "x".join(map(str, s.block)) if s.block else "tensor"
         rounding = s.rounding + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
         four6 = f" 4/6-{s.four_over_six} L={s.e4m3_limit}" if s.four_over_six else ""
-        return f"{s.fmt} {block} axis={s.axis} {rounding}{four6}{rht}"
+        rows = " amax/row" if s.amax == "row" else ""
+        return f"{s.fmt} {block} axis={s.axis} {rounding}{four6}{rows}{rht}"
 
 
 GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
@@ -409,4 +436,5 @@ def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
                      rounding="sr" if op in recipe.sr else "rne", sr_mode=recipe.sr_mode,
                      mx_scale=recipe.mx_scale, rht=rht,
                      four_over_six=four6.error if four6 else None,
-                     e4m3_limit=four6.e4m3_limit if four6 else None)
+                     e4m3_limit=four6.e4m3_limit if four6 else None,
+                     amax="row" if op in recipe.row_scaled else "tensor")

@@ -46,14 +46,15 @@ BF16 = torch.bfloat16
 
 
 def _fp4(fmt: str, b: int, rht: RHTSpec | None, weights: str = "2d", sr: bool = True,
-         four6: str | None = None):
-    """four6: the 4/6 error metric of the forward operands (fprop.x and the weights)."""
-    def spec(block, axis, rounding="rne", rht=None, four_over_six=None):
+         four6: str | None = None, x_rows: bool = False):
+    """four6: the 4/6 error metric of the forward operands (fprop.x and the weights);
+    x_rows: fprop.x with one amax per row."""
+    def spec(block, axis, rounding="rne", rht=None, four_over_six=None, amax="tensor"):
         return QuantSpec(fmt, block=block, axis=axis, rounding=rounding, rht=rht,
-                         four_over_six=four_over_six)
+                         four_over_six=four_over_six, amax=amax)
     grad = "sr" if sr else "rne"
     table = {
-        "fprop.x": spec((1, b), -1, four_over_six=four6),
+        "fprop.x": spec((1, b), -1, four_over_six=four6, amax="row" if x_rows else "tensor"),
         "dgrad.dy": spec((1, b), -1, grad),
         "wgrad.dy": spec((1, b), 0, grad, rht),
         "wgrad.x": spec((1, b), 0, "rne", rht),
@@ -82,6 +83,9 @@ CASES = {  # name: (recipe, hand-written operand quantizers)
     # 4/6 on the forward operands: their amaxes are scaled with the limit L = 256
     "nvfp4_4over6": (preset("nvfp4_4over6", high_precision=HighPrecision()),
                      _fp4("nvfp4", 16, RHTSpec(16), four6="mae")),
+    # one amax per token for X: Fprop's output row i is scaled by A_x[i] A_w / 2688^2
+    "nvfp4_row_scaled": (preset("nvfp4_row_scaled", high_precision=HighPrecision()),
+                         _fp4("nvfp4", 16, RHTSpec(16), x_rows=True)),
     # signs that depend on (layer, step, call): pins down the RHT call id gemm + 3 * micro
     "nvfp4_per_call_signs": (preset("nvfp4", high_precision=HighPrecision(), rht=PER_CALL),
                              _fp4("nvfp4", 16, RHTSpec(16, "per_call", 5))),

@@ -89,8 +89,9 @@ def test_rht_size_error_names_the_field():
 
 @pytest.mark.parametrize("d, key, allowed", [
     ({"formats": "nvfp4"}, "'formats'", ("name, format, block, weight_blocks, act_blocks, "
-                                         "grad_blocks, rht, sr, sr_mode, four_over_six, quantize, "
-                                         "high_precision, switch, mx_scale, backend")),
+                                         "grad_blocks, rht, sr, sr_mode, four_over_six, "
+                                         "row_scaled, quantize, high_precision, switch, "
+                                         "mx_scale, backend")),
     ({"rht": {"sizes": 16}}, "'sizes'", "gemms, size, signs, seed"),
     ({"high_precision": {"lasts": 2}}, "'lasts'", "first, last, names"),
     ({"switch": {"step": 100}}, "'step'", "at_step, at_fraction, passes"),
@@ -110,7 +111,7 @@ def test_unknown_keys_in_replace_and_preset_changes():
         PRESETS["nvfp4"].replace(rht={"sizes": 32})
     with pytest.raises(ValueError, match="unknown recipe key 'fromat'"):
         preset("nvfp4", fromat="mxfp4")
-    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, nvfp4_base"):
+    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, nvfp4_row_scaled, nvfp4_base"):
         preset("nvfp5")
 
 
@@ -560,3 +561,25 @@ def test_4over6_round_trips_through_plain_data():
     r = preset("nvfp4_4over6").replace(four_over_six={"error": "mse", "e4m3_limit": 448})
     assert from_dict(to_dict(r)) == r and r.four_over_six.operands == ("fprop.x", "fprop.w",
                                                                         "dgrad.w")
+
+
+# ------------------------------------------------------------------------------ row-scaled
+def test_row_scaled_preset_gives_fprop_x_one_amax_per_row():
+    plan = operand_plan(preset("nvfp4_row_scaled"))
+    assert {op for op, o in plan.items() if o.spec and o.spec.amax == "row"} == {"fprop.x"}
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"row_scaled": ["wgrad.x"]}, "lists wgrad.x, which is not an operand whose rows"),
+    ({"row_scaled": ["weights"]}, "lists fprop.w, which is not an operand whose rows"),
+    ({"row_scaled": ["dgrad.dy"]}, "lists dgrad.dy, which has stochastic rounding"),
+    ({"row_scaled": ["fprop.x"], "rht": {"gemms": ["fprop", "wgrad"]}, "weight_blocks": "1d"},
+     "lists fprop.x, which has an RHT"),
+    ({"row_scaled": ["dgrad.dy"], "sr": [], "grad_blocks": "1d_same_dim",
+      "rht": {"gemms": []}}, "lists dgrad.dy, which is reused by another GEMM"),
+    ({"format": "fp8", "sr": [], "rht": {"gemms": []}, "row_scaled": ["fprop.x"]},
+     "format=fp8 needs row_scaled=\\[\\]"),
+])
+def test_row_scaled_where_it_cannot_apply_is_refused_naming_the_operand(change, message):
+    with pytest.raises(ValueError, match=message):
+        preset("nvfp4").replace(**change)
