@@ -217,6 +217,44 @@ def layer_error_figure(layers: pd.DataFrame, colours: dict[str, str], axes: list
     return fig
 
 
+NOISE_METRIC = "wgrad/noise_ratio"          # logged by quant/stats.py on statistics steps
+NOISE_THRESHOLD = 3 ** 0.5   # Chmiel et al.: below it, quantized gradients stop helping
+
+
+def noise_table(layers: pd.DataFrame) -> pd.DataFrame:
+    """The weight-gradient noise ratio over training, per label: for each logged token count
+    the median over layers and seeds and the smallest layer's value. Columns label, tokens,
+    median, min."""
+    part = layers[(layers["metric"] == NOISE_METRIC) & np.isfinite(layers["value"])]
+    g = part.groupby(["label", "tokens"], sort=False)["value"]
+    return pd.DataFrame({"median": g.median(), "min": g.min()}).reset_index()
+
+
+def noise_figure(table: pd.DataFrame, colours: dict[str, str], axes: list[str],
+                 threshold: float = NOISE_THRESHOLD):
+    """``noise_table`` against tokens on a log axis, with the threshold below which quantized
+    gradients stop helping (Chmiel et al., "FP4 All the Way", arXiv 2505.19115)."""
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    for label in colours:
+        t = table[table["label"] == label].sort_values("tokens")
+        if t.empty:
+            continue
+        ax.plot(t["tokens"], t["median"], color=colours[label], marker="o", ms=3, label=label)
+        ax.plot(t["tokens"], t["min"], color=colours[label], ls=":", lw=1)
+    ax.axhline(threshold, color="tab:red", lw=1, ls="--")
+    ax.annotate(f"√3 ≈ {threshold:.2f}: below, FP4 gradients stop helping (Chmiel et al.)",
+                (0.01, threshold), xycoords=("axes fraction", "data"), fontsize=7,
+                color="tab:red", va="bottom")
+    ax.set_yscale("log")
+    tokens_formatter(ax)
+    ax.set_ylabel("||dW|| / ||dW_q - dW||")
+    ax.legend(title=axis_title(axes) + " (solid: median layer, dotted: lowest)",
+              frameon=False, loc="best", fontsize=8)
+    ax.set_title("Weight-gradient signal to quantization noise over training", fontsize=10)
+    fig.tight_layout()
+    return fig
+
+
 def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title: str,
                  baseline: str):
     """Bars of the paper's values (left) beside ours (right, 95% CI over seeds when there are

@@ -9,7 +9,8 @@ paper compares against, else BF16, else the first recipe), and writes
     tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
     tables/loss_gap.csv            the gap curves behind loss_gap.png
     tables/token_efficiency.csv    when recipes ran at several token budgets
-    figures/*.png|pdf              loss, loss_gap, token_efficiency, layer_error, paper_vs_ours
+    figures/*.png|pdf              loss, loss_gap, token_efficiency, layer_error, noise_ratio,
+                                   paper_vs_ours
 
 The sweep callback (``train/sweep.py``) calls it when a sweep ends; ``nvfp4-lab plot DIR``
 regenerates it and ``nvfp4-lab compare A B ...`` writes one for any set of runs.
@@ -98,9 +99,17 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
         approx.to_csv(out / "tables" / "token_efficiency_curves.csv", index=False)
         sections.append(_curve_efficiency_md(approx, base))
     if not coll.layers.empty:
-        figures.save(figures.layer_error_figure(coll.layers, colours, coll.axes), figs,
-                     "layer_error", pdf)
-        names.append("layer_error")
+        if (coll.layers["metric"] == "wgrad/rel_err").any():
+            figures.save(figures.layer_error_figure(coll.layers, colours, coll.axes), figs,
+                         "layer_error", pdf)
+            names.append("layer_error")
+        noise = figures.noise_table(coll.layers)
+        if not noise.empty:
+            noise.to_csv(out / "tables" / "noise_ratio.csv", index=False)
+            figures.save(figures.noise_figure(noise, colours, coll.axes),
+                         figs, "noise_ratio", pdf)
+            names.append("noise_ratio")
+            sections.append(_noise_md(noise))
     if paper is not None:
         ours = _ours_in_paper_units(coll, paper, base)
         title = f"this run: {scale_text(coll.runs)}"
@@ -273,11 +282,27 @@ def _paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
             + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
 
 
+def _noise_md(noise: pd.DataFrame) -> str:
+    """Where each recipe's weight gradient ends relative to the FP4-All-the-Way threshold."""
+    last = noise.sort_values("tokens").groupby("label", sort=False).tail(1)
+    below = [r.label for r in last.itertuples() if r.min < figures.NOISE_THRESHOLD]
+    lines = [f"`{r.label}`: median layer {r.median:.2f}, lowest layer {r.min:.2f}"
+             for r in last.itertuples()]
+    return ("## Gradient noise\n\nThe weight gradient's norm over the norm of the quantization "
+            "noise in it, ||dW|| / ||dW_q - dW||, on the last statistics step: "
+            + "; ".join(lines) + ". Chmiel et al. (\"FP4 All the Way\", arXiv 2505.19115) find "
+            f"quantized training stops helping below about √3 ≈ {figures.NOISE_THRESHOLD:.2f}: "
+            + (f"{', '.join(f'`{b}`' for b in below)} ended with a layer below it."
+               if below else "no recipe ended with a layer below it."))
+
+
 def _figures_md(names: list[str], pdf: bool) -> str:
     captions = {"loss": "Loss vs tokens (mean over seeds, band min-max; shaded: LR decay).",
                 "loss_gap": "Relative loss difference vs the baseline over tokens.",
                 "token_efficiency": "Final loss vs training tokens per recipe.",
                 "layer_error": "Relative error of the quantized weight gradient by depth.",
+                "noise_ratio": "Weight-gradient signal to quantization noise over training, "
+                               "with the √3 threshold of Chmiel et al.",
                 "paper_vs_ours": "The paper's numbers (left) beside ours (right)."}
     return "## Figures\n\n" + "\n\n".join(
         f"![{n}](figures/{n}.png)\n\n{captions[n]}"

@@ -134,12 +134,18 @@ class QuantLinear(nn.Linear):
                 continue
             values = stats_mod.operand_stats(x, o.spec, seed=self.state.seed,
                                              stream=self.stream(o.stream_as or op),
-                                             signs=signs[gemm_of(op)])
+                                             signs=signs[gemm_of(op)],
+                                             gradient=op in stats_mod.GRADIENT_OPERANDS)
             self.stats.update({f"{op}/{k}": v for k, v in values.items()})
 
     def record_wgrad_error(self, dw: torch.Tensor, dy: torch.Tensor, x: torch.Tensor) -> None:
-        """E06's diagnostic: relative error of dW against the unquantized product."""
-        self.stats["wgrad/rel_err"] = stats_mod.rel_err(dw, dy.float().t() @ x.float())
+        """E06's diagnostic, the relative error of dW against the unquantized product, and the
+        gradient-noise ratio ||dW|| / ||dW_q - dW|| (``stats.noise_ratio``)."""
+        exact = dy.float().t() @ x.float()
+        self.stats["wgrad/rel_err"] = stats_mod.rel_err(dw, exact)
+        ratio = stats_mod.noise_ratio(dw, exact)
+        if ratio is not None:
+            self.stats["wgrad/noise_ratio"] = ratio
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, recipe={self.recipe.name}, backend={self.backend.name}"

@@ -13,6 +13,13 @@ For one quantized operand (after its RHT, if any):
 
 and per layer ``wgrad/rel_err``, the relative error of the quantized dW against the product
 of the unquantized operands: App. E.2's diagnostic, largest in the layers that need BF16.
+
+The gradient-noise diagnostic of Chmiel et al., "FP4 All the Way" (arXiv 2505.19115): FP4
+gradients stop helping once the gradient's norm falls below about sqrt(3) times the norm of
+the quantization noise added to it. Logged as ``noise_ratio = ||g|| / ||Q(g) - g||`` for the
+gradient operands (``dgrad.dy``, ``wgrad.dy``) and for the weight gradient itself
+(``wgrad/noise_ratio``, dW against the unquantized product); the report draws it against
+tokens with the sqrt(3) line (``analysis.figures.noise_figure``).
 The operand is quantized a second time here (eager, same seed, stream and signs, so the
 same values) to read its codes and scales; that cost is paid on statistics steps only.
 """
@@ -40,10 +47,22 @@ def rel_err(approx: torch.Tensor, exact: torch.Tensor) -> float:
     return float(num / denom) if denom > 0 else float(num)
 
 
+GRADIENT_OPERANDS = ("dgrad.dy", "wgrad.dy")
+
+
+def noise_ratio(approx: torch.Tensor, exact: torch.Tensor) -> float | None:
+    """||exact|| / ||approx - exact|| in fp32: the signal-to-quantization-noise ratio of a
+    gradient; None when it was quantized exactly (no noise, nothing to log)."""
+    a, e = approx.float(), exact.float()
+    noise = torch.linalg.vector_norm(a - e)
+    return float(torch.linalg.vector_norm(e) / noise) if noise > 0 else None
+
+
 def operand_stats(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
-                  stream: Stream | None = None,
-                  signs: torch.Tensor | None = None) -> dict[str, float]:
-    """Statistics of quantizing x [any shape] with spec (see the module docstring)."""
+                  stream: Stream | None = None, signs: torch.Tensor | None = None,
+                  gradient: bool = False) -> dict[str, float]:
+    """Statistics of quantizing x [any shape] with spec (see the module docstring);
+    ``gradient``: x is a gradient, so its ``noise_ratio`` is logged too."""
     q = quantize(x, spec, seed=seed, stream=stream, signs=signs)
     layout = spec.layout
     xr = (rht_dim(x, q.rht_signs, layout.axis) if spec.rht else x).float()
@@ -64,6 +83,9 @@ def operand_stats(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0,
         "underflow": float((nonzero & (deq == 0)).sum() / nonzero.sum().clamp_min(1)),
         "rel_err": rel_err(deq, xr),
     }
+    ratio = noise_ratio(deq, xr) if gradient else None
+    if ratio is not None:
+        out["noise_ratio"] = ratio
     if spec.fmt in FP4_FORMATS:
         xb, dims = to_blocks(pad(xr, layout, 2), layout)
         live = store_scales(xb.abs().amax(dim=dims, keepdim=True), layout) > 0

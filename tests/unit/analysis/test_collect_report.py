@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from nvfp4_lab.analysis import collect, find_sweeps, load_paper, write_report
+from nvfp4_lab.analysis import collect, figures, find_sweeps, load_paper, write_report
 from nvfp4_lab.analysis.collect import read_metrics
 from nvfp4_lab.cli import main
 from nvfp4_lab.configs import conf_dir
@@ -214,6 +214,39 @@ def test_layer_error_figure_when_runs_logged_statistics(runs_factory, tmp_path):
     assert w.groupby("block")["value"].mean().tolist() == pytest.approx([0.1, 0.2, 0.3])
     write_report([tmp_path / "sweep"])
     assert (tmp_path / "sweep" / "figures" / "layer_error.png").read_bytes()[:8] == PNG
+    assert not (tmp_path / "sweep" / "figures" / "noise_ratio.png").exists()  # none logged
+
+
+def test_noise_ratio_table_figure_and_verdict_come_from_the_logged_ratios(runs_factory,
+                                                                          tmp_path):
+    """Three layers per run log ratios base x (block + 1) x (i + 1) / 4 at the 4 logged steps:
+    nvfp4 with base 4, mxfp4 with base 1, so mxfp4's lowest layer ends below sqrt(3)."""
+    for q, base in (("nvfp4", 4.0), ("mxfp4", 1.0)):
+        run = runs_factory(q, quant=q, val_loss=val(3.0))
+        m = pd.read_csv(run / "metrics.csv")
+        for block in range(3):
+            m[f"blocks.{block}.mlp.fc1/wgrad/noise_ratio"] = [
+                base * (block + 1) * (i + 1) / 4 for i in range(4)]
+        m.to_csv(run / "metrics.csv", index=False)
+    report = write_report([tmp_path / "sweep"], pdf=False).read_text()
+    table = pd.read_csv(tmp_path / "sweep" / "tables" / "noise_ratio.csv")
+    last = table.sort_values("tokens").groupby("label").tail(1).set_index("label")
+    assert last.loc["nvfp4", "median"] == pytest.approx(8.0)          # layers 4, 8, 12
+    assert last.loc["nvfp4", "min"] == pytest.approx(4.0)
+    assert last.loc["mxfp4", "min"] == pytest.approx(1.0)
+    first = table.sort_values("tokens").groupby("label").head(1).set_index("label")
+    assert first.loc["mxfp4", "median"] == pytest.approx(0.5)         # 2 x 1 / 4
+    section = _section(report, "Gradient noise")
+    assert "`mxfp4` ended with a layer below it" in section and "`nvfp4`: median" in section
+    c = collect([tmp_path / "sweep"])
+    fig = figures.noise_figure(figures.noise_table(c.layers),
+                               figures.palette(["nvfp4", "mxfp4"]), [])
+    ax = fig.axes[0]
+    drawn = {tuple(line.get_ydata()) for line in ax.lines}
+    nv = table[table["label"] == "nvfp4"].sort_values("tokens")
+    assert tuple(nv["median"]) in drawn and tuple(nv["min"]) in drawn
+    assert (figures.NOISE_THRESHOLD,) * 2 in drawn and ax.get_yscale() == "log"
+    assert (tmp_path / "sweep" / "figures" / "noise_ratio.png").read_bytes()[:8] == PNG
 
 
 def test_token_efficiency_from_budgets(runs_factory, tmp_path):
@@ -310,7 +343,7 @@ def test_each_ablation_names_the_figures_its_report_will_contain(ablation):
     if any("tokens_multiplier" in (arm.get("train") or {}) for arm in cfg.get("arms", {}).values()):
         expected.add("token_efficiency.png")
     if (cfg.get("train") or {}).get("stats_every"):
-        expected.add("layer_error.png")
+        expected |= {"layer_error.png", "noise_ratio.png"}
     assert {f.strip() for f in line[1].split(",")} == expected
 
 
