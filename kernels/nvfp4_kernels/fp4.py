@@ -117,12 +117,13 @@ _MAX_SIZE = {"1d": 256, "2d": 64}
 
 
 def supports(spec: QuantSpec) -> bool:
-    """Whether ``fp4_operand`` computes ``spec``: NVFP4 ("te" order, the standard scale; 4/6
-    has no kernel yet) or MXFP4, 1D blocks along any axis (with or without an RHT) or 2D
-    tiles. Any rounding, any E8M0 mode."""
-    if spec.fmt not in ("nvfp4", "mxfp4"):
+    """Whether ``fp4_operand`` computes ``spec``: NVFP4 ("te" order, one amax per tensor, the
+    standard scale; 4/6, row-scaled and MS-EDEN have no kernel yet) or MXFP4, 1D blocks along
+    any axis (with or without an RHT) or 2D tiles. RNE or SR, any E8M0 mode."""
+    if spec.fmt not in ("nvfp4", "mxfp4") or spec.rounding == "ms_eden":
         return False
-    if spec.fmt == "nvfp4" and (spec.order != "te" or spec.four_over_six):
+    if spec.fmt == "nvfp4" and (spec.order != "te" or spec.four_over_six
+                                or spec.amax != "tensor"):
         return False
     layout = spec.layout
     return layout.kind in _MAX_SIZE and layout.size <= _MAX_SIZE[layout.kind]

@@ -20,6 +20,7 @@ Modules, one concept each:
     blocks    1D blocks along any axis, 2D tiles, per-tensor; padding
     nvfp4     two-level NVFP4 scaling (TE >= 2.14 ordering; older orderings as options)
     four_over_six  NVFP4 with a per-block choice of the amax mapped to 6 or to 4 (TE's 4/6)
+    ms_eden   Quartet II's unbiased rounding: RNE, EDEN correction, SR of the E4M3 scales
     mxfp4     MXFP4 with ceil / floor / even E8M0 scales
     fp8       FP8 E4M3/E5M2, per tensor or per block (the paper's FP8 baseline)
     hadamard  random Hadamard transforms with seeded sign policies

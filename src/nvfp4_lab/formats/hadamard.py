@@ -24,6 +24,9 @@ What we do differently from Transformer Engine, and why:
   vector for the run: TE's vector at d = 16, otherwise drawn from the seed), ``per_layer``,
   ``per_step``, ``per_call`` (fresh per layer / per optimizer step / per transform), all drawn
   from the counter-based hash of ``rng.py`` so any of them can be reproduced from the seed.
+  The peers, in these terms: the paper and TE use ``fixed``; torchao draws one vector per
+  layer (``per_layer``); Quartet II (IST-DASLab) and Tseng et al. draw a new vector at every
+  backward call (``per_call``; ``per_step`` is one vector per step shared by the layers).
 
 The result is rounded to the input dtype (BF16 in, BF16 out, as TE materialises it), and the
 quantizer then takes its amax in the rotated space (App. C: "s is the scale factor computed

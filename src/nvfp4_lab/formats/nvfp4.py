@@ -66,10 +66,12 @@ def tensor_amax(block_amax: torch.Tensor, rows: bool = False) -> torch.Tensor:
     return finite.amax(dim=-2, keepdim=True) if rows else finite.amax()
 
 
-def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te"):
+def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te",
+                 limit: int = 448):
     """E4M3 block decode scales and the fp32 block encode scales.
 
-    block_amax: fp32, one per block (NaN/Inf for non-finite blocks); amax: fp32 0-d.
+    block_amax: fp32, one per block (NaN/Inf for non-finite blocks); amax: fp32 0-d;
+    limit: the global E4M3 limit L (S_enc = 6 L / A; 448, or 256 for headroom, ms_eden.py).
     Returns (s_b: float8_e4m3fn, enc_b: fp32), shaped like block_amax.
     """
     if order == "torchao":
@@ -79,7 +81,7 @@ def block_scales(block_amax: torch.Tensor, amax: torch.Tensor, order: str = "te"
         s = torch.where(amax > 0, s, 0.0)
     else:
         # A is finite (tensor_amax), so S_enc > 0 and TE's "S_enc == 0 -> 1" never fires
-        s_enc = torch.clamp_max(rdiv(_RANGE, amax), FLT_MAX)
+        s_enc = torch.clamp_max(rdiv(value_range(limit), amax), FLT_MAX)
         if order == "te":
             s = block_amax * (s_enc * _INV6)
         elif order == "te_v2_8":

@@ -30,7 +30,7 @@ import functools
 
 import torch
 
-from . import e2m1, four_over_six, fp8, mxfp4, nvfp4
+from . import e2m1, four_over_six, fp8, ms_eden, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
 from .qtensor import QTensor, decode_local, dequantize_blocks, store_amax
@@ -57,6 +57,14 @@ def _rounder(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor | None, multipl
     return functools.partial(sr, bits=bits)
 
 
+def _block_bits(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor, multiple: int):
+    """Random bits per block (MS-EDEN's scale rounding): those of each block's first element,
+    laid out like the block scales."""
+    index = torch.arange(x.numel(), device=x.device).view(x.shape)
+    blocks, dims = to_blocks(pad(index, spec.layout, multiple), spec.layout)
+    return random_bits(blocks.narrow(dims[0], 0, 1), key)
+
+
 def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
     """Core pipeline. Returns (values: fp32 blocked view, scales with size-1 block dims,
     amax or None)."""
@@ -72,6 +80,9 @@ def _quantize_blocks(x: torch.Tensor, spec: QuantSpec, key, signs):
         p = rht_dim(p, signs, layout.axis)
     xb, dims = to_blocks(p.float(), layout)
     rows = spec.amax == "row"
+    if spec.rounding == "ms_eden":
+        return ms_eden.quantize_blocks(xb, dims, spec.rht.size // 16,
+                                       _block_bits(spec, x, key, multiple), spec.e4m3_limit)
     if spec.four_over_six:
         return four_over_six.quantize_blocks(xb, dims, spec.four_over_six, spec.e4m3_limit, rows)
     if spec.fmt == "nvfp4":
@@ -88,7 +99,8 @@ def runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream |
                     signs: torch.Tensor | None):
     """Tensors that vary per call: the SR key and the RHT sign vector."""
     stream = stream or Stream()
-    key = key_tensor(seed, stream.ids(), x.device) if spec.rounding == "sr" else None
+    random = spec.rounding in ("sr", "ms_eden")
+    key = key_tensor(seed, stream.ids(), x.device) if random else None
     if spec.rht is not None and signs is None:
         r = spec.rht
         signs = sign_vector(r.size, r.signs, r.seed, stream.layer, stream.step, stream.call)

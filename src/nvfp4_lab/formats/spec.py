@@ -23,7 +23,7 @@ FORMATS = ("nvfp4", "mxfp4", "fp8_e4m3", "fp8_e5m2", "bf16")
 FP4_FORMATS = ("nvfp4", "mxfp4")
 DEFAULT_BLOCK = {"nvfp4": (1, 16), "mxfp4": (1, 32), "fp8_e4m3": None, "fp8_e5m2": None,
                  "bf16": None}
-ROUNDINGS = ("rne", "sr")
+ROUNDINGS = ("rne", "sr", "ms_eden")
 AMAX_SCOPES = ("tensor", "row")
 SR_MODES = ("hw8", "exact")
 
@@ -79,13 +79,15 @@ class QuantSpec:
     fmt: nvfp4 | mxfp4 | fp8_e4m3 | fp8_e5m2 | bf16 (identity).
     block: (1, b) 1D along ``axis``; (b, 1) 1D along dim -2; (b, b) 2D tile over the last two
         dims; None per tensor (FP8 only). "default": nvfp4 (1, 16), mxfp4 (1, 32), fp8 None.
-    rounding: rne | sr (FP4 elements only); sr_mode: hw8 (8 random bits, Blackwell cvt.rs) |
-        exact (unbiased). order: NVFP4 scale arithmetic te | te_v2_8 | torchao.
+    rounding: rne | sr (FP4 elements only) | ms_eden (Quartet II's unbiased rounding: RNE
+        elements, an EDEN correction per RHT group on stochastically rounded E4M3 scales;
+        NVFP4 with an RHT whose size is a multiple of 16, ms_eden.py); sr_mode: hw8 (8
+        random bits, Blackwell cvt.rs) | exact (unbiased). order: NVFP4 scale arithmetic te | te_v2_8 | torchao.
     mx_scale: MXFP4 E8M0 rounding ceil | floor | even. pow2_scales: FP8 power-of-two scales.
     rht: an RHTSpec (or its size as an int) applied along the block axis first; 1D only.
     four_over_six: NVFP4 4/6 block-scale selection by "mae" or "mse" (four_over_six.py);
         None: the standard scale. e4m3_limit: the global E4M3 limit L, 448 | 256 (None: 256
-        with 4/6, as TE; 448 without).
+        with 4/6, as TE, and with ms_eden, its headroom; 448 otherwise).
     amax: NVFP4's FP32 scale per "tensor" (the paper) or per "row" (TE's row-scaled NVFP4:
         one amax per row of 1x16 blocks along the last dim, RNE, no RHT). The amax is then
         stored as [..., 1] (x.shape[:-1] + (1,)) and scales the GEMM output per row.
@@ -131,6 +133,19 @@ class QuantSpec:
         self._check_four_over_six()
         self._check_row_amax()
 
+    def _check_ms_eden(self) -> None:
+        """MS-EDEN corrects whole Hadamard groups of 16-element NVFP4 blocks."""
+        problem = ("fmt=" + self.fmt if self.fmt != "nvfp4" else
+                   f"block={self.block}" if self.layout.kind != "1d" or self.layout.size != 16
+                   else "rht=None" if self.rht is None else
+                   f"rht={self.rht.size}" if self.rht.size % 16 else
+                   f"order={self.order}" if self.order != "te" else
+                   f"four_over_six={self.four_over_six}" if self.four_over_six else None)
+        if problem:
+            raise ValueError(f"rounding='ms_eden' with {problem}: MS-EDEN is for NVFP4 with 1x16 "
+                             "blocks after an RHT of 16, 32, ... 256 points (its correction "
+                             "groups), order=te, without 4/6")
+
     def _check_row_amax(self) -> None:
         """A per-row amax where TE allows it: NVFP4, 1D blocks along the last dim, RNE."""
         _choice("amax", self.amax, AMAX_SCOPES)
@@ -150,14 +165,18 @@ class QuantSpec:
     def _check_four_over_six(self) -> None:
         """4/6 where TE allows it: NVFP4, 16-element blocks or tiles, RNE, no RHT."""
         limit = self.e4m3_limit
+        headroom = bool(self.four_over_six) or self.rounding == "ms_eden"
         if limit is None:
-            object.__setattr__(self, "e4m3_limit", 256 if self.four_over_six else 448)
+            object.__setattr__(self, "e4m3_limit", 256 if headroom else 448)
         else:
             _choice("e4m3_limit", limit, LIMITS)
+        if self.rounding == "ms_eden":
+            self._check_ms_eden()
         if self.four_over_six is None:
-            if self.e4m3_limit != 448:
-                raise ValueError(f"e4m3_limit={limit} is for 4/6 scale selection only; set "
-                                 f"four_over_six=mae (or mse), or leave e4m3_limit=448")
+            if self.e4m3_limit != 448 and not headroom:
+                raise ValueError(f"e4m3_limit={limit} is for 4/6 scale selection and ms_eden "
+                                 f"only; set four_over_six=mae (or mse), or leave "
+                                 f"e4m3_limit=448")
             return
         _choice("four_over_six", self.four_over_six, ERRORS)
         problem = ("fmt=" + self.fmt if self.fmt != "nvfp4" else

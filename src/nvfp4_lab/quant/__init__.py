@@ -21,12 +21,14 @@ The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
     rht             {gemms, size, signs, seed}                      E05, E08, E09, E10
     sr, sr_mode     which operands round stochastically             E02, E05, E07
     four_over_six   {operands, error, e4m3_limit}: 4/6 block scales  beyond the paper (TE)
+    row_scaled      operands with one amax per row                  beyond the paper (TE)
+    ms_eden         operands rounded by MS-EDEN                      beyond (Quartet II)
     quantize        which operands are quantized at all             E04, E11
     high_precision  {first, last, names}: blocks/layers kept BF16   E02, E05, E06
     switch          {at_step | at_fraction, passes}: BF16 late on   E04
 
 ``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16) and
-the later ones (nvfp4_4over6).
+the later ones (nvfp4_4over6, nvfp4_row_scaled, quartet_ii).
 ``operand_plan(recipe)`` turns a recipe into six operand quantizers; ``QuantLinear``
 (``linear.py``) executes them through the autograd Function of ``gemm.py``, which multiplies
 exactly representable operands in FP32 and applies the tensor scales to the output, as a

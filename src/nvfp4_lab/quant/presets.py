@@ -10,6 +10,11 @@
                  weights (round-to-nearest, no RHT); MAE, global E4M3 limit 256
     nvfp4_row_scaled  nvfp4 with one amax per token for the forward activations (TE's
                  row_scaled_activation)
+    quartet_ii   Quartet II (Panferov et al., arXiv 2601.22813): NVFP4 1x16 everywhere
+                 (no 2D weights, no BF16 blocks), the forward rounded to nearest, all four
+                 backward operands by MS-EDEN after a 128-point RHT on Dgrad and Wgrad with
+                 fresh signs at every call (models whose widths 128 does not divide need a
+                 smaller quant.rht.size)
     mxfp4        Sec. 5: the full method in MXFP4, RHT 32 on Wgrad, 2D 32x32 weights
     fp8          the FP8 baseline (App. A.1): E4M3, 1x128 blocks for activations and
                  gradients, 128x128 for weights, FP32 scales, first 1 + last 2 blocks BF16
@@ -28,6 +33,8 @@ PRESETS: dict[str, Recipe] = {
                            four_over_six=FourOverSix(operands=("fprop.x", "weights"))),
     "nvfp4_row_scaled": Recipe(name="nvfp4_row_scaled", high_precision=LAST_20_PERCENT,
                                row_scaled=("fprop.x",)),
+    "quartet_ii": Recipe(name="quartet_ii", weight_blocks="1d", sr=(), ms_eden=("backward",),
+                         rht=RHTConfig(gemms=("dgrad", "wgrad"), size=128, signs="per_call")),
     "nvfp4_base": Recipe(name="nvfp4_base", weight_blocks="1d", rht=NO_RHT, sr=()),
     "mxfp4": Recipe(name="mxfp4", format="mxfp4", rht=RHTConfig(size=32),
                     high_precision=LAST_20_PERCENT),

@@ -216,6 +216,8 @@ class Recipe:
     four_over_six: FourOverSix (operands with 4/6 block-scale selection; none by default).
     row_scaled: operands with one NVFP4 amax per row (token) instead of per tensor (TE's
         row-scaled NVFP4): fprop.x and/or dgrad.dy, rounded to nearest, without an RHT.
+    ms_eden: operands rounded by Quartet II's MS-EDEN (``formats/ms_eden.py``) instead of RNE
+        or SR: NVFP4 operands of a GEMM with an RHT whose size is a multiple of 16.
     quantize: operands quantized at all; high_precision: layers kept unquantized;
     switch: the late precision switch; mx_scale: MXFP4 E8M0 rounding; backend: see backends.
     """
@@ -231,6 +233,7 @@ class Recipe:
     sr_mode: str = "hw8"
     four_over_six: FourOverSix = field(default_factory=FourOverSix)
     row_scaled: tuple[str, ...] = ()
+    ms_eden: tuple[str, ...] = ()
     quantize: tuple[str, ...] = ("all",)
     high_precision: HighPrecision = field(default_factory=HighPrecision)
     switch: Switch = field(default_factory=Switch)
@@ -255,6 +258,7 @@ class Recipe:
         object.__setattr__(self, "sr", expand("sr", self.sr))
         object.__setattr__(self, "quantize", expand("quantize", self.quantize))
         object.__setattr__(self, "row_scaled", expand("row_scaled", self.row_scaled))
+        object.__setattr__(self, "ms_eden", expand("ms_eden", self.ms_eden))
         if self.block is not None and (isinstance(self.block, bool) or not isinstance(
                 self.block, int) or self.block < 2 or self.block & (self.block - 1)):
             raise ValueError(f"block={self.block} must be a power of two >= 2 or null")
@@ -264,6 +268,7 @@ class Recipe:
         self._check_reuse()
         self._check_four_over_six()
         self._check_row_scaled()
+        self._check_ms_eden()
         operand_plan(self)  # every remaining inconsistency fails here, not mid-training
 
     def _check_four_over_six(self) -> None:
@@ -324,6 +329,22 @@ class Recipe:
                 raise ValueError(f"row_scaled lists {op}, which {why}; TE's row-scaled NVFP4 "
                                  f"is for such operands only: drop {op} from row_scaled")
 
+    def _check_ms_eden(self) -> None:
+        if self.ms_eden and (self.format != "nvfp4" or self.rht.size % 16):
+            raise ValueError(f"ms_eden={list(self.ms_eden)}: MS-EDEN corrects whole Hadamard "
+                             f"groups of NVFP4 blocks; it needs format=nvfp4 (not "
+                             f"{self.format}) and rht.size a multiple of 16 (not "
+                             f"{self.rht.size})")
+        for op in self.ms_eden:
+            why = ("is not quantized" if op not in self.quantize else
+                   "has stochastic rounding (sr lists it too)" if op in self.sr else
+                   f"has no RHT (rht.gemms={list(self.rht.gemms)})"
+                   if gemm_of(op) not in self.rht.gemms else None)
+            if why:
+                raise ValueError(f"ms_eden lists {op}, which {why}; MS-EDEN rounds an operand "
+                                 f"after its GEMM's Hadamard transform, in place of SR: fix "
+                                 f"ms_eden, sr or rht.gemms")
+
     @property
     def element_block(self) -> int:
         return self.block or ELEMENT[self.format][1]
@@ -365,7 +386,7 @@ def to_dict(recipe: Recipe) -> dict:
     """Plain data that ``from_dict`` turns back into an equal recipe."""
     d = dataclasses.asdict(recipe)
     d["sr"], d["quantize"] = list(recipe.sr), list(recipe.quantize)
-    d["row_scaled"] = list(recipe.row_scaled)
+    d["row_scaled"], d["ms_eden"] = list(recipe.row_scaled), list(recipe.ms_eden)
     d["four_over_six"]["operands"] = list(recipe.four_over_six.operands)
     return d
 
@@ -433,7 +454,9 @@ def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
     two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
     four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None
     return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=AXIS[op],
-                     rounding="sr" if op in recipe.sr else "rne", sr_mode=recipe.sr_mode,
+                     rounding=("sr" if op in recipe.sr else
+                               "ms_eden" if op in recipe.ms_eden else "rne"),
+                     sr_mode=recipe.sr_mode,
                      mx_scale=recipe.mx_scale, rht=rht,
                      four_over_six=four6.error if four6 else None,
                      e4m3_limit=four6.e4m3_limit if four6 else None,

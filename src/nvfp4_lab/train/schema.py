@@ -114,6 +114,7 @@ class QuantSchema:
     sr_mode: SRMode = SRMode.hw8
     four_over_six: FourOverSixSchema = field(default_factory=FourOverSixSchema)
     row_scaled: list[Operand] = field(default_factory=list)
+    ms_eden: list[Operand] = field(default_factory=list)
     quantize: list[Operand] = field(default_factory=lambda: [Operand.all])
     high_precision: HighPrecisionSchema = field(default_factory=HighPrecisionSchema)
     switch: SwitchSchema = field(default_factory=SwitchSchema)

@@ -75,6 +75,16 @@ def _fp8():
 
 
 PER_CALL = {"gemms": ["wgrad"], "size": 16, "signs": "per_call", "seed": 5}
+
+
+def _quartet_ii():
+    """Quartet II: RNE forward; MS-EDEN on the four backward operands after RHT 128."""
+    rht = RHTSpec(128, "per_call")
+    def spec(axis, rounding="rne", rht=None):
+        return QuantSpec("nvfp4", block=(1, 16), axis=axis, rounding=rounding, rht=rht)
+    return {"fprop.x": spec(-1), "fprop.w": spec(-1),
+            "dgrad.dy": spec(-1, "ms_eden", rht), "dgrad.w": spec(0, "ms_eden", rht),
+            "wgrad.dy": spec(0, "ms_eden", rht), "wgrad.x": spec(0, "ms_eden", rht)}
 CASES = {  # name: (recipe, hand-written operand quantizers)
     "nvfp4": (preset("nvfp4", high_precision=HighPrecision()), _fp4("nvfp4", 16, RHTSpec(16))),
     "nvfp4_base": (preset("nvfp4_base"), _fp4("nvfp4", 16, None, weights="1d", sr=False)),
@@ -83,6 +93,8 @@ CASES = {  # name: (recipe, hand-written operand quantizers)
     # 4/6 on the forward operands: their amaxes are scaled with the limit L = 256
     "nvfp4_4over6": (preset("nvfp4_4over6", high_precision=HighPrecision()),
                      _fp4("nvfp4", 16, RHTSpec(16), four6="mae")),
+    # MS-EDEN's scales use the headroom limit L = 256 in every backward GEMM's alpha
+    "quartet_ii": (preset("quartet_ii"), _quartet_ii()),
     # one amax per token for X: Fprop's output row i is scaled by A_x[i] A_w / 2688^2
     "nvfp4_row_scaled": (preset("nvfp4_row_scaled", high_precision=HighPrecision()),
                          _fp4("nvfp4", 16, RHTSpec(16), x_rows=True)),
@@ -159,7 +171,7 @@ def qtensor_parts(q: QTensor) -> tuple[torch.Tensor, torch.Tensor | None]:
 def hand_operand(t: torch.Tensor, spec: QuantSpec, via: str, *, stream: Stream,
                  signs: torch.Tensor | None):
     """(local, amax, L): L the global E4M3 limit, 256 for a 4/6 operand (TE's default)."""
-    limit = 256 if spec.four_over_six else 448
+    limit = 256 if spec.four_over_six or spec.rounding == "ms_eden" else 448
     if via == "parts":
         return (*fake_quantize_parts(t, spec, seed=SEED, stream=stream, signs=signs), limit)
     return (*qtensor_parts(quantize(t, spec, seed=SEED, stream=stream, signs=signs)), limit)
@@ -199,7 +211,7 @@ def hand_layer(table: dict, w: torch.Tensor, x2: torch.Tensor, dy2: torch.Tensor
 
 def data(name: str = "nvfp4", batch: tuple[int, ...] = (2, 64)):
     """(nn.Linear, X [*batch, K], dY [*batch, N]); FP8's 1x128 blocks get N = K = 128."""
-    n, k = (128, 128) if name == "fp8" else (64, 128)
+    n, k = (128, 128) if name in ("fp8", "quartet_ii") else (64, 128)
     return make_linear(n, k), randn(*batch, k, seed=1), randn(*batch, n, seed=2)
 
 

@@ -90,8 +90,8 @@ def test_rht_size_error_names_the_field():
 @pytest.mark.parametrize("d, key, allowed", [
     ({"formats": "nvfp4"}, "'formats'", ("name, format, block, weight_blocks, act_blocks, "
                                          "grad_blocks, rht, sr, sr_mode, four_over_six, "
-                                         "row_scaled, quantize, high_precision, switch, "
-                                         "mx_scale, backend")),
+                                         "row_scaled, ms_eden, quantize, high_precision, "
+                                         "switch, mx_scale, backend")),
     ({"rht": {"sizes": 16}}, "'sizes'", "gemms, size, signs, seed"),
     ({"high_precision": {"lasts": 2}}, "'lasts'", "first, last, names"),
     ({"switch": {"step": 100}}, "'step'", "at_step, at_fraction, passes"),
@@ -111,7 +111,7 @@ def test_unknown_keys_in_replace_and_preset_changes():
         PRESETS["nvfp4"].replace(rht={"sizes": 32})
     with pytest.raises(ValueError, match="unknown recipe key 'fromat'"):
         preset("nvfp4", fromat="mxfp4")
-    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, nvfp4_row_scaled, nvfp4_base"):
+    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, nvfp4_row_scaled, quartet_ii, nvfp4_base"):
         preset("nvfp5")
 
 
@@ -581,5 +581,26 @@ def test_row_scaled_preset_gives_fprop_x_one_amax_per_row():
      "format=fp8 needs row_scaled=\\[\\]"),
 ])
 def test_row_scaled_where_it_cannot_apply_is_refused_naming_the_operand(change, message):
+    with pytest.raises(ValueError, match=message):
+        preset("nvfp4").replace(**change)
+
+
+# ------------------------------------------------------------------------------ MS-EDEN
+def test_quartet_ii_preset_rounds_the_backward_operands_by_ms_eden_after_rht_128():
+    plan = operand_plan(preset("quartet_ii"))
+    eden = {op for op, o in plan.items() if o.spec and o.spec.rounding == "ms_eden"}
+    assert eden == {"dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"}
+    assert all(plan[op].rht == RHTSpec(128, "per_call") for op in eden)
+    assert plan["fprop.x"].spec.rounding == "rne" and plan["fprop.x"].rht is None
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"ms_eden": ["fprop.x"]}, "lists fprop.x, which has no RHT"),
+    ({"ms_eden": ["wgrad.dy"]}, "lists wgrad.dy, which has stochastic rounding"),
+    ({"ms_eden": ["wgrad.x"], "rht": {"size": 8}}, "rht.size a multiple of 16 \\(not 8\\)"),
+    ({"ms_eden": ["wgrad.x"], "quantize": ["forward"], "sr": [], "weight_blocks": "1d"},
+     "lists wgrad.x, which is not quantized"),
+])
+def test_ms_eden_where_it_cannot_apply_is_refused_naming_the_operand(change, message):
     with pytest.raises(ValueError, match=message):
         preset("nvfp4").replace(**change)
