@@ -87,14 +87,15 @@ class Proc:
     """A command started in its own process group, its output going to files (so many can run
     at once without filling a pipe, and a test can read the output while it runs)."""
 
-    def __init__(self, cmd: list[str], logs: Path, name: str, cwd: Path):
+    def __init__(self, cmd: list[str], logs: Path, name: str, cwd: Path,
+                 env: dict[str, str] | None = None):
         self.cmd, self.name = [str(c) for c in cmd], name
         self.stdout, self.stderr = logs / f"{name}.out", logs / f"{name}.err"
         with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
             # the module's own timing ledger (runs record theirs; --dry-run reads it), the
             # machine's compile cache (warm graphs keep the compiled checks fast)
             env = {**subprocess_env(), "NVFP4_LAB_CACHE": str(logs.parent / "lab-cache"),
-                   "TORCHINDUCTOR_CACHE_DIR": str(COMPILE_CACHE)}
+                   "TORCHINDUCTOR_CACHE_DIR": str(COMPILE_CACHE), **(env or {})}
             self.p = subprocess.Popen(self.cmd, stdout=out, stderr=err, cwd=cwd, env=env,
                                       start_new_session=True)
         self.started = time.monotonic()
@@ -136,12 +137,13 @@ class Work:
         return self.root / "runs" / name
 
     def start(self, name: str, *args: str, cmd: list[str] | None = None,
-              cwd: Path | None = None) -> Proc:
-        """``nvfp4-lab run ARGS`` (``python -m nvfp4_lab.cli``), or ``cmd`` as given."""
+              cwd: Path | None = None, env: dict[str, str] | None = None) -> Proc:
+        """``nvfp4-lab run ARGS`` (``python -m nvfp4_lab.cli``), or ``cmd`` as given; ``env``
+        adds to the subprocess environment."""
         if self.closed:
             raise RuntimeError(f"{name}: the module's processes were stopped")
         cmd = cmd if cmd is not None else [*MODULE, "run", *args]
-        self.procs.append(Proc(cmd, self.logs, name, cwd or self.root))
+        self.procs.append(Proc(cmd, self.logs, name, cwd or self.root, env))
         return self.procs[-1]
 
     def run(self, name: str, *args: str, **kw) -> Result:
@@ -170,6 +172,8 @@ def background(work):
         "other_seed": work.train_args("other_seed", "seed=1"),
         # nvfp4 first, so that the sweep has to go on after the failure. d_model=72 is a valid
         # model (72 / 4 heads = 18, even) that NVFP4's 16-element blocks cannot quantize.
+        # The command-line check would refuse it up front; HYDRA_FULL_ERROR=1 skips that
+        # check, so the job fails inside the sweep, as a failure no check foresees would.
         "bad_dim_sweep": ["-m", *sweep("bad_dim_sweep", "train.max_steps=2", "train.val_every=2",
                                        "train.ckpt_every=2", "train.log_every=1",
                                        "model.d_model=72", "quant=nvfp4,bf16")],
@@ -186,7 +190,8 @@ def background(work):
     def job(name, args):
         if args is None:   # --help through the console script
             return work.run(name, cmd=[SCRIPT, "run", "--help"])
-        return work.run(name, *args)
+        env = {"HYDRA_FULL_ERROR": "1"} if name == "bad_dim_sweep" else None
+        return work.run(name, *args, env=env)
 
     pool = ThreadPoolExecutor(max_workers=3)
     jobs: dict[str, Future] = {name: pool.submit(job, name, args) for name, args in plan.items()}

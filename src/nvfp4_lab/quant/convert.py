@@ -124,7 +124,8 @@ def _check_dims(recipe: Recipe, name: str, linear: nn.Linear) -> None:
         if gemm in rht.gemms and getattr(linear, dim) % rht.size:
             raise ValueError(f"layer {name}: RHT on {gemm} needs {dim} "
                              f"({getattr(linear, dim)}) to be a multiple of rht.size "
-                             f"({rht.size})")
+                             f"({rht.size}); set quant.rht.size to a power of two that divides "
+                             f"it, or use model widths that {rht.size} divides")
 
 
 def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None,

@@ -9,23 +9,29 @@ raises inside the task, after Hydra has created the run directory, and prints a 
 configs the task will build (``train/schema.py``), so the command can stop with one line
 before anything exists on disk. A sweep is checked one value at a time: every value of every
 swept key, with the other keys at their first value (at most ``MAX_VALUES`` per key; seeds and
-the like need no more). The ablation's arms are checked by the sweep callback, which sees
-them; ``HYDRA_FULL_ERROR=1`` skips this module and shows Hydra's own report.
+the like need no more), and every arm of an ablation. The model is built on the meta device
+and converted, so that a width the recipe's blocks or RHT size do not divide (Quartet II's
+128-point RHT on a 96-wide model) is a one-line error here, not a failed run.
+``HYDRA_FULL_ERROR=1`` skips this module and shows Hydra's own report.
 """
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import re
+
+import torch
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ..configs import conf_dir
 from ..data import DataConfig
-from ..model import ModelConfig
+from ..model import ModelConfig, Transformer
+from ..quant import Backend, convert
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 
 MAX_VALUES = 20
@@ -70,16 +76,35 @@ def _problem(trial: list[str]) -> str | None:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
         return _explain(err, trial)
-    try:
-        cfg = apply_arm(cfg)
-        recipe_of(cfg.quant)
-        plain(cfg.model, ModelConfig)
-        plain(cfg.data, DataConfig)
-        plain(cfg.train, TrainConfig)
-        plain(cfg.trainer, TrainerConfig)
-    except (ValueError, TypeError, OmegaConfBaseException) as err:
-        return _first_line(err)
+    arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
+    for arm in arms:
+        try:
+            trial_cfg = cfg.copy()
+            with open_dict(trial_cfg):
+                trial_cfg.arm = arm
+            trial_cfg = apply_arm(trial_cfg)
+            recipe = recipe_of(trial_cfg.quant)
+            model = plain(trial_cfg.model, ModelConfig)
+            data = plain(trial_cfg.data, DataConfig)
+            plain(trial_cfg.train, TrainConfig)
+            plain(trial_cfg.trainer, TrainerConfig)
+            check_fit(model, data, recipe)
+        except (ValueError, TypeError, OmegaConfBaseException) as err:
+            return (f"arm {arm}: " if arm is not None and len(arms) > 1 else "") + \
+                _first_line(err)
     return None
+
+
+def check_fit(model: ModelConfig, data: DataConfig, recipe) -> None:
+    """Raise ValueError when the recipe cannot quantize the model's linear layers (a width
+    that its blocks or RHT size do not divide): the model is built on the meta device (no
+    memory, no time) and converted with the reference backend (nothing compiled)."""
+    if model.vocab_size == 0:   # as the data module will set it; no linear layer depends on it
+        model = dataclasses.replace(model, vocab_size=256 if data.tokenizer == "bytes"
+                                    else data.vocab_size)
+    with torch.device("meta"):
+        net = Transformer(model)
+    convert(net, recipe, backend=Backend())
 
 
 def _explain(err: ConfigCompositionException, trial: list[str]) -> str:

@@ -18,6 +18,15 @@ from nvfp4_lab.train.preflight import _trials, check
     # a sweep: the bad value is the second of its key, the other key swept too
     (["-m", "quant=bf16,nvfp5", "seed=0,1"], "no config quant/nvfp5"),
     (["-m", "seed=0,1", "train.max_steps=10,0"], "train.max_steps=0 must be >= 1"),
+    # a model the recipe cannot quantize: Quartet II's 128-point RHT on 96-wide layers
+    (["quant=quartet_ii", "model.d_model=96", "model.n_heads=3", "model.n_kv_heads=3"],
+     "layer blocks.0.attn.qkv: RHT on dgrad needs out_features (288) to be a multiple of "
+     "rht.size (128); set quant.rht.size"),
+    # ... found in one arm of an ablation, which the line names
+    (["+ablation=recipes", "model.d_model=96", "model.n_heads=3", "model.n_kv_heads=3"],
+     "arm quartet_ii: layer blocks.0.attn.qkv: RHT on dgrad"),
+    (["quant=nvfp4", "model.d_model=72", "model.n_heads=4", "model.n_kv_heads=4"],
+     "in_features=72 is not a multiple of the nvfp4 block (16)"),
 ])
 def test_mistakes_get_one_line_naming_the_fix(argv, expected):
     problem = check(argv)
@@ -26,6 +35,7 @@ def test_mistakes_get_one_line_naming_the_fix(argv, expected):
 
 @pytest.mark.parametrize("argv", [
     [], ["+ablation=formats", "+scale=lab"], ["-m", "quant=bf16,nvfp4", "seed=0,1,2"],
+    ["+ablation=recipes"], ["quant=quartet_ii", "quant.rht.size=32", "model=micro"],
     ["hydra.sweep.dir=/tmp/x", "model=micro", "train.max_tokens=1000"],
 ])
 def test_valid_command_lines_pass(argv):
