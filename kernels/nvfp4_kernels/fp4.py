@@ -8,8 +8,8 @@ scale, with NVFP4's fp32 0-d tensor amax (None for MXFP4); and the fields of
 ``formats.quantize(x, spec)``'s QTensor: packed E2M1 codes, E4M3 / E8M0 scale bytes (storage
 layout of ``_storage``) and NVFP4's amax A. One kernel writes either or both from the same
 registers (constexprs ``LOCAL`` and ``CODES``); ``fp4_operand`` and ``fp4_storage`` are the
-two single-output calls. Covered: NVFP4 with TE's scale order ("te") and MXFP4 with ceil /
-floor / even E8M0 exponents; 1D blocks along any axis and 2D tiles over the last two dims;
+two single-output calls. Covered: NVFP4 with TE's scale order ("te"), also with 4/6 block-
+scale selection (``four_over_six.py``), and MXFP4 with ceil / floor / even E8M0 exponents; 1D blocks along any axis and 2D tiles over the last two dims;
 the random Hadamard transform along the block axis, fused into the tile loader (``rht.py``),
 so the amax is the rotated tensor's and the rotated tensor never reaches memory; RNE or
 stochastic rounding (hw8 and exact) with the reference's counter-based bits; fp32 / bf16 /
@@ -103,6 +103,7 @@ from ._bits import (
     tile_offsets,
 )
 from ._storage import storage_offsets, storage_shapes, store_packed
+from .four_over_six import four_over_six_select
 from .rht import norm as rht_norm
 from .rht import rotate_tile, round_mode
 
@@ -118,12 +119,11 @@ _MAX_SIZE = {"1d": 256, "2d": 64}
 
 def supports(spec: QuantSpec) -> bool:
     """Whether ``fp4_operand`` computes ``spec``: NVFP4 ("te" order, one amax per tensor, the
-    standard scale; 4/6, row-scaled and MS-EDEN have no kernel yet) or MXFP4, 1D blocks along
-    any axis (with or without an RHT) or 2D tiles. RNE or SR, any E8M0 mode."""
+    standard scale or 4/6; row-scaled and MS-EDEN have no kernel yet) or MXFP4, 1D blocks
+    along any axis (with or without an RHT) or 2D tiles. RNE or SR, any E8M0 mode."""
     if spec.fmt not in ("nvfp4", "mxfp4") or spec.rounding == "ms_eden":
         return False
-    if spec.fmt == "nvfp4" and (spec.order != "te" or spec.four_over_six
-                                or spec.amax != "tensor"):
+    if spec.fmt == "nvfp4" and (spec.order != "te" or spec.amax != "tensor"):
         return False
     layout = spec.layout
     return layout.kind in _MAX_SIZE and layout.size <= _MAX_SIZE[layout.kind]
@@ -162,7 +162,8 @@ def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, 
                      NT: tl.constexpr, RHT_LOG: tl.constexpr, RHT_ALONG_R: tl.constexpr,
                      RHT_ROUND: tl.constexpr, NVFP4: tl.constexpr, MX_MODE: tl.constexpr,
                      SR: tl.constexpr, SR_EXACT: tl.constexpr, LOCAL: tl.constexpr,
-                     LOCAL_BF16: tl.constexpr, CODES: tl.constexpr):
+                     LOCAL_BF16: tl.constexpr, CODES: tl.constexpr, FOUR6: tl.constexpr,
+                     FOUR6_MSE: tl.constexpr, LIMIT: tl.constexpr):
     """Pass 2: E2M1(x * enc_b) and dec_b for this tile (``nvfp4.quantize_blocks`` /
     ``mxfp4.quantize_blocks``), x rotated first when RHT_LOG > 0, then written as
 
@@ -175,23 +176,30 @@ def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, 
 
     either or both, from the same registers. amax_ptr: int32 [1] bits of A (NVFP4; None for
     MXFP4); key_ptr: int64 [2] SR key (None for RNE); signs_ptr: fp32 [2^RHT_LOG] RHT signs
-    and norm fp32(1/sqrt(d)) (None and 0 without RHT); unused pointers are None.
+    and norm fp32(1/sqrt(d)) (None and 0 without RHT); unused pointers are None. FOUR6:
+    NVFP4 with 4/6 block-scale selection (``four_over_six.py``; FOUR6_MSE: its error metric,
+    LIMIT: the global E4M3 limit L), RNE.
     """
     x, offs, mask = _load(x_ptr, signs_ptr, norm, R, C, BR, BC, G, NT, RHT_LOG, RHT_ALONG_R,
                           RHT_ROUND)
     a_bits = block_amax_bits(x)  # [G, 1, NT, 1]
     finite = a_bits < 0x7F800000
-    if NVFP4:
+    if FOUR6:
         amax = tl.load(amax_ptr).to(tl.float32, bitcast=True)
-        dec, enc = nvfp4_scales(a_bits.to(tl.float32, bitcast=True), amax)
+        dec, y, mag = four_over_six_select(x, a_bits.to(tl.float32, bitcast=True), amax,
+                                           LIMIT, FOUR6_MSE, BR, BC, G, NT)
     else:
-        dec, enc = e8m0_scales(a_bits, MX_MODE)
-    y = tl.minimum(tl.maximum(x * enc, -6.0), 6.0)
-    a = tl.abs(y)
-    if SR:
-        mag = e2m1_sr(a, random_bits(offs, key_ptr), SR_EXACT)
-    else:
-        mag = e2m1_rne(a)
+        if NVFP4:
+            amax = tl.load(amax_ptr).to(tl.float32, bitcast=True)
+            dec, enc = nvfp4_scales(a_bits.to(tl.float32, bitcast=True), amax)
+        else:
+            dec, enc = e8m0_scales(a_bits, MX_MODE)
+        y = tl.minimum(tl.maximum(x * enc, -6.0), 6.0)
+        a = tl.abs(y)
+        if SR:
+            mag = e2m1_sr(a, random_bits(offs, key_ptr), SR_EXACT)
+        else:
+            mag = e2m1_rne(a)
     if NVFP4:
         neg = y < 0.0  # TE: -0.0 gets code +0
     else:
@@ -343,7 +351,9 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
         _launch("quantize", P, R, C, BR, BC, codes, rht_r, rht_c, x, out_local, data, scales,
                 amax, key, *rht_ptrs, **rht, NVFP4=nvfp4, MX_MODE=spec.mx_scale, SR=key is not None,
                 SR_EXACT=spec.sr_mode == "exact", LOCAL=local,
-                LOCAL_BF16=local_dtype == torch.bfloat16, CODES=codes)
+                LOCAL_BF16=local_dtype == torch.bfloat16, CODES=codes,
+                FOUR6=bool(spec.four_over_six), FOUR6_MSE=spec.four_over_six == "mse",
+                LIMIT=spec.e4m3_limit)
     if scales is not None:
         scales = scales.view(torch.float8_e4m3fn if nvfp4 else torch.float8_e8m0fnu)
     amax = None if amax is None else amax.view(torch.float32).reshape(())

@@ -73,6 +73,11 @@ LAYOUTS = {
     "mxfp4_1x32_floor_axis0": QuantSpec("mxfp4", axis=0, mx_scale="floor"),
     "mxfp4_1x32_even": QuantSpec("mxfp4", mx_scale="even"),
     "mxfp4_32x32_ceil": QuantSpec("mxfp4", block=(32, 32)),
+    # 4/6 block-scale selection: both error metrics, both 1D axes, 2D tiles, both limits
+    "nvfp4_1x16_4over6_mae": QuantSpec("nvfp4", four_over_six="mae"),
+    "nvfp4_1x16_axis0_4over6_mse": QuantSpec("nvfp4", axis=0, four_over_six="mse"),
+    "nvfp4_16x16_4over6_mae_448": QuantSpec("nvfp4", block=(16, 16), four_over_six="mae",
+                                            e4m3_limit=448),
 }
 
 
@@ -82,6 +87,24 @@ LAYOUTS = {
 def test_adversarial_inputs(layout, case):
     spec = LAYOUTS[layout]
     check(adversarial(case, spec), spec)
+
+
+@pytest.mark.parametrize("error", ["mae", "mse"])
+@pytest.mark.parametrize("block", [(1, 16), (16, 16)])
+def test_4over6_ties_and_exact_map_to_4_tiles(block, error):
+    """Tiles at the tensor amax 8 (L = 256: base 256): values both candidates hold exactly
+    (errors 0 and 0, a tie that keeps map-to-6), values on the map-to-4 grid, and a tile whose
+    x1.5 candidate saturates at 448 under L = 448."""
+    g = gen(3)
+    x = torch.empty(32, 32)
+    x[:16, :16] = torch.tensor([0.0, 2.0, 4.0, 8.0])[torch.randint(0, 4, (16, 16), generator=g)]
+    x[:16, 16:] = torch.tensor([0.0, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0])[
+        torch.randint(0, 7, (16, 16), generator=g)]
+    x[16:] = torch.randn(16, 32, generator=g)
+    x[0, 0] = x[0, 16] = 8.0
+    for limit in (256, 448):
+        check(x.to(DEVICE), QuantSpec("nvfp4", block=block, four_over_six=error,
+                                      e4m3_limit=limit))
 
 
 @pytest.mark.parametrize("case", CASES)

@@ -44,9 +44,12 @@ def rht(log_d, along_r, round_mode):
     return dict(RHT_LOG=log_d, RHT_ALONG_R=along_r, RHT_ROUND=round_mode)
 
 
-def fp4_case(BR, BC, G, NT, nvfp4, sr, local, codes, rht_args=NO_RHT, bf16=False):
+def fp4_case(BR, BC, G, NT, nvfp4, sr, local, codes, rht_args=NO_RHT, bf16=False,
+             four6=None):  # four6: None, or the 4/6 error metric with the limit 256
     consts = dict(BR=BR, BC=BC, G=G, NT=NT, NVFP4=nvfp4, MX_MODE="ceil", SR=sr,
-                  SR_EXACT=False, LOCAL=local, LOCAL_BF16=bf16, CODES=codes, **rht_args)
+                  SR_EXACT=False, LOCAL=local, LOCAL_BF16=bf16, CODES=codes,
+                  FOUR6=four6 is not None, FOUR6_MSE=four6 == "mse",
+                  LIMIT=256 if four6 else 448, **rht_args)
     for name, used in (("local_ptr", local), ("codes_ptr", codes), ("scale_ptr", codes),
                        ("amax_ptr", nvfp4), ("key_ptr", sr)):
         if not used:
@@ -64,6 +67,8 @@ CASES = {
                                              rht(4, True, 1), bf16=True),
     "fp4 rows rht128 fp16": fp4_case(1, 16, 8, 8, False, False, True, False,
                                      rht(7, False, 2)),
+    "fp4 rows nvfp4 4over6 mse": fp4_case(1, 16, 16, 4, True, False, True, True, four6="mse"),
+    "fp4 2d nvfp4 4over6 mae": fp4_case(16, 16, 1, 4, True, False, True, False, four6="mae"),
     "fp4 amax": (fp4._amax_kernel, FP4, dict(BR=1, BC=16, G=16, NT=4, **NO_RHT)),
     "fp4 amax rht16": (fp4._amax_kernel, FP4, dict(BR=16, BC=1, G=1, NT=64, **rht(4, True, 1))),
     "fp8 rows": (fp8._blocks_kernel, FP8, dict(BR=8, NB=8, TC=128, ROW_BLOCKS=True,
@@ -108,7 +113,8 @@ for case, (kernel, types, consts) in CASES.items():
 print(json.dumps(out))
 """
 CASES = ["fp4 rows nvfp4 sr", "fp4 axis0 nvfp4 codes", "fp4 2d nvfp4", "fp4 rows mxfp4 sr codes",
-         "fp4 axis0 rht16 bf16 sr both", "fp4 rows rht128 fp16", "fp4 amax", "fp4 amax rht16",
+         "fp4 axis0 rht16 bf16 sr both", "fp4 rows rht128 fp16", "fp4 rows nvfp4 4over6 mse",
+         "fp4 2d nvfp4 4over6 mae", "fp4 amax", "fp4 amax rht16",
          "fp8 rows", "fp8 tensor amax", "fp8 tensor codes"]
 
 
