@@ -7,13 +7,14 @@ returns, bit for bit: ``local`` (fp32, x's shape) = E2M1 element value x fp32 bl
 scale, with NVFP4's fp32 0-d tensor amax (None for MXFP4); and the fields of
 ``formats.quantize(x, spec)``'s QTensor: packed E2M1 codes, E4M3 / E8M0 scale bytes (storage
 layout of ``_storage``) and NVFP4's amax A. One kernel writes either or both from the same
-registers (constexprs ``LOCAL`` and ``CODES``); ``fp4_operand`` and ``fp4_storage`` are the
-two single-output calls. Covered: NVFP4 with TE's scale order ("te"), also with 4/6 block-
-scale selection (``four_over_six.py``), and MXFP4 with ceil / floor / even E8M0 exponents; 1D blocks along any axis and 2D tiles over the last two dims;
-the random Hadamard transform along the block axis, fused into the tile loader (``rht.py``),
-so the amax is the rotated tensor's and the rotated tensor never reaches memory; RNE or
-stochastic rounding (hw8 and exact) with the reference's counter-based bits; fp32 / bf16 /
-fp16 input (other dtypes are cast with ``.float()`` on the host, as the reference does).
+registers (constexprs ``LOCAL`` and ``CODES``); ``fp4_operand`` and ``fp4_storage`` are the two
+single-output calls. Covered: NVFP4 with TE's scale order ("te"), also with 4/6 block-scale
+selection (``four_over_six.py``), and MXFP4 with ceil / floor / even E8M0 exponents; 1D blocks
+along any axis and 2D tiles over the last two dims; the random Hadamard transform along the
+block axis, fused into the tile loader (``rht.py``), so the amax is the rotated tensor's and
+the rotated tensor never reaches memory; RNE or stochastic rounding (hw8 and exact) with the
+reference's counter-based bits; fp32 / bf16 / fp16 input (other dtypes are cast with
+``.float()`` on the host, as the reference does).
 
 The tile
 --------

@@ -49,7 +49,8 @@ def test_scale_rounding_is_stochastic_between_the_e4m3_neighbours():
     s = round_scale_sr(torch.full((4096,), 2.1), bits).float()
     assert set(s.unique().tolist()) == {2.0, 2.25}
     assert float((s == 2.25).float().mean()) == pytest.approx(0.4, abs=1 / 4096)
-    exact = round_scale_sr(torch.tensor([2.25, 0.0, 448.0, 600.0]), torch.zeros(4, dtype=torch.int32))
+    exact = round_scale_sr(torch.tensor([2.25, 0.0, 448.0, 600.0]),
+                           torch.zeros(4, dtype=torch.int32))
     assert exact.float().tolist() == [2.25, 0.0, 448.0, 448.0]   # on the grid / saturated
 
 

@@ -1,13 +1,14 @@
 """4/6 ("four over six"): NVFP4 with a per-block choice between two block scales.
 
-E2M1's grid is coarse at the top: between 4 and 6 there is nothing, so an element at 5/6 of
-its block's amax loses up to a sixth of its value. Cook et al., "Four Over Six: More Accurate
-NVFP4 Quantization with Adaptive Block Scaling" (arXiv 2512.02010, Sec. 3), quantize every
-block twice, once with its amax mapped to 6 (the standard scale) and once mapped to 4 (the
-scale times 1.5, so the top of the block lands on the finer 0..4 part of the grid), and keep
-the candidate with the smaller error. Transformer Engine added it to NVFP4 in 2026
-(``nvfp4_4over6``); this module reproduces TE's reference quantizer (``reference_nvfp4.py``,
-``_quantize_blockwise_4over6_reference``, default non-fast-math path) bit for bit:
+E2M1's grid is coarse at the top: between 4 and 6 there is nothing, so an element at 5/6 of its
+block's amax loses up to a sixth of its value. Cook et al., "Four Over Six: More Accurate NVFP4
+Quantization with Adaptive Block Scaling" (arXiv 2512.02010; the method as its abstract states
+it), quantize every block twice, once with its amax mapped to 6 (the standard scale) and once
+mapped to 4 (the scale times 1.5, so the top of the block lands on the finer 0..4 part of the
+grid), and keep the candidate with the smaller error. Transformer Engine added it to NVFP4 in
+2026 (``nvfp4_4over6``); this module reproduces TE's reference quantizer
+(``reference_nvfp4.py``, ``_quantize_blockwise_4over6_reference``, default non-fast-math path)
+bit for bit:
 
     S_enc  = min(6 * L / A, FLT_MAX)                 L: the global E4M3 limit, 256 by default
     S_dec  = 1 / S_enc

@@ -2,11 +2,14 @@
 
 Stochastic rounding makes a quantized gradient unbiased at the price of a large variance: each
 element lands on one of its two grid neighbours. Panferov et al., "Quartet II: Accurate LLM
-Pre-Training in NVFP4 by Improved Unbiased Gradient Estimation" (arXiv 2601.22813, Sec. 3),
-keep round-to-nearest for the elements and move the randomness to where it costs less:
+Pre-Training in NVFP4 by Improved Unbiased Gradient Estimation" (arXiv 2601.22813; read here
+from its repository, IST-DASLab/Quartet-II: ``quantizers/eden.py`` and the kernel
+``eden_1x16s_fp4_kernel`` of ``schemes/quartet_2.py``), keep round-to-nearest for the elements
+and move the randomness to where it costs less:
 
-* the operand is rotated first by a random Hadamard transform of a large group (128 in the
-  paper, on both operands of Dgrad and Wgrad, with fresh random signs at every backward call);
+* the operand is rotated first by a random Hadamard transform of a large group (128 points
+  in its ``quartet_v2`` scheme), on both operands of Dgrad and Wgrad, with fresh random
+  signs at every backward call;
 * after round-to-nearest, each Hadamard group g gets the EDEN correction
   c_g = sum_g y^2 / sum_g y q (y the scaled values, q their E2M1 rounding): rescaling the
   group's reconstruction by c_g makes it unbiased in expectation over the random rotation
@@ -29,9 +32,10 @@ quantizer, ``quartet_2.py``) is not bit-exact with any hardware path, and we dif
     tensors                                       the forward pass's FP4 values
 
 The sums are element by element along each 16-element block, then block by block along the
-group, so eager and compiled agree bit for bit. A group whose sum y q is 0 (all zero) keeps
-c = 1; a block whose E4M3 scale underflowed to 0 (TE's arithmetic has no floor) stays out of
-its group's sums and decodes to 0. Shapes: the blocked view of ``blocks.py``, 1D blocks along axis a, [..., L/16, 16, ...].
+group, so eager and compiled agree bit for bit. A group whose sum y q is 0 (all zero) keeps c =
+1; a block whose E4M3 scale underflowed to 0 (TE's arithmetic has no floor) stays out of its
+group's sums and decodes to 0. Shapes: the blocked view of ``blocks.py``, 1D blocks along axis
+a, [..., L/16, 16, ...].
 """
 from __future__ import annotations
 

@@ -82,7 +82,8 @@ class QuantSpec:
     rounding: rne | sr (FP4 elements only) | ms_eden (Quartet II's unbiased rounding: RNE
         elements, an EDEN correction per RHT group on stochastically rounded E4M3 scales;
         NVFP4 with an RHT whose size is a multiple of 16, ms_eden.py); sr_mode: hw8 (8
-        random bits, Blackwell cvt.rs) | exact (unbiased). order: NVFP4 scale arithmetic te | te_v2_8 | torchao.
+        random bits, Blackwell cvt.rs) | exact (unbiased). order: NVFP4 scale arithmetic te |
+        te_v2_8 | torchao.
     mx_scale: MXFP4 E8M0 rounding ceil | floor | even. pow2_scales: FP8 power-of-two scales.
     rht: an RHTSpec (or its size as an int) applied along the block axis first; 1D only.
     four_over_six: NVFP4 4/6 block-scale selection by "mae" or "mse" (four_over_six.py);

@@ -3,12 +3,13 @@
 ``on_multirun_start`` merges each arm of the ablation onto the sweep's config and builds its
 recipe, so a typo in an arm fails before any job has run (Hydra itself composes every job up
 front, but an arm is data inside the config, not a config group), and counts the jobs for the
-progress lines (``SWEEP_JOBS``, read by each job; a joblib worker inherits it). ``on_multirun_end`` walks the
-sweep directory, reads each job's ``summary.json`` and writes ``sweep_summary.csv`` (one row
-per job, pandas) and the sweep's report (``analysis.report``: report.md, tables, figures);
-jobs that failed or diverged are counted so that the command can exit non-zero after the sweep
-has gone on (``cli.py`` reads ``SweepSummary.failed``). A report that cannot be drawn is
-reported, never raised: the runs are what matters and ``nvfp4-lab plot`` can redraw it.
+progress lines (``SWEEP_JOBS``, read by each job; a joblib worker inherits it).
+``on_multirun_end`` walks the sweep directory, reads each job's ``summary.json`` and writes
+``sweep_summary.csv`` (one row per job, pandas) and the sweep's report (``analysis.report``:
+report.md, tables, figures); jobs that failed or diverged are counted so that the command can
+exit non-zero after the sweep has gone on (``cli.py`` reads ``SweepSummary.failed``). A report
+that cannot be drawn is reported, never raised: the runs are what matters and ``nvfp4-lab
+plot`` can redraw it.
 """
 from __future__ import annotations
 
