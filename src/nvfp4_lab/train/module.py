@@ -143,8 +143,6 @@ class LMTask(L.LightningModule):
         lr = self.trainer.optimizers[0].param_groups[0]["lr"] if self._trainer else 0.0
         self.log_dict({"train_loss": loss.detach(), "tokens": float(tokens), "lr": lr},
                       prog_bar=True, on_step=True, on_epoch=False)
-        if self.qstate.collect_stats:
-            self.log_dict(layer_stats(self.model), on_step=True, on_epoch=False)
         return loss
 
     def on_before_optimizer_step(self, optimizer) -> None:
@@ -152,6 +150,21 @@ class LMTask(L.LightningModule):
             if p.grad is not None and not torch.isfinite(p.grad).all():
                 raise NonFiniteError(f"non-finite gradient at step {self.global_step} in "
                                      f"{name.removeprefix('model.')}")
+        self._log_layer_stats()
+
+    def _log_layer_stats(self) -> None:
+        """On a statistics step, after its backward: the forward and backward statistics of
+        this step, written to the loggers at once under this step's tokens. Through
+        ``self.log`` they would wait for the next ``log_every`` row (and the backward's for
+        the next statistics step)."""
+        every = self.train_cfg.stats_every
+        if not every or self.global_step % every or not self._trainer:
+            return
+        stats = layer_stats(self.model)
+        if stats and self.trainer.is_global_zero:
+            stats["tokens"] = float((self.global_step + 1) * self.tokens_per_step)
+            for logger in self.loggers:
+                logger.log_metrics(stats, step=self.global_step)
 
     def validation_step(self, batch, batch_idx):
         x, y = batch

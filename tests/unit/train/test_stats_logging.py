@@ -1,0 +1,25 @@
+"""Per-layer statistics are written in the metrics row of the step they describe, forward and
+backward together, whatever ``train.log_every`` is."""
+from __future__ import annotations
+
+import pandas as pd
+from conftest import fast
+
+from nvfp4_lab.train.task import train
+
+
+def test_statistics_land_in_the_row_of_their_step(composer, tmp_path):
+    # statistics on optimizer steps 0 and 4 (rows 1 and 5: steps completed); Lightning's own
+    # rows every 3 steps (2 and 5 completed), so only a row of their own puts step 0's at 1
+    cfg = composer([*fast(tmp_path, steps=8), "train.log_every=3", "train.stats_every=4",
+                    "quant.backend=reference", "quant.high_precision.last=0"])
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "done", summary["error"]
+    m = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    forward = [c for c in m if c.endswith("/fprop.x/rel_err")]
+    backward = [c for c in m if c.endswith("/wgrad/noise_ratio")]
+    assert forward and len(backward) == len(forward)
+    rows = m.dropna(subset=forward)
+    assert rows["step"].tolist() == [1, 5]
+    assert rows[backward].notna().all().all()       # the backward of the same step, same row
+    assert m.dropna(subset=backward)["step"].tolist() == [1, 5]
