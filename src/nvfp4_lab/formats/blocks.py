@@ -146,3 +146,13 @@ def load_scales(s: torch.Tensor, layout: Layout, ndim: int) -> torch.Tensor:
         a = layout.axis % (ndim - 1)
         return s.movedim(-1, a).unsqueeze(a + 1)
     return s.unsqueeze(-1).unsqueeze(-3)
+
+
+def ordered_sum(t: torch.Tensor, dim: int) -> torch.Tensor:
+    """Sum over ``dim`` one slice at a time, in index order (keepdim): a fixed order of fp32
+    additions, the same in eager and compiled code (``torch.sum`` leaves it to the kernel).
+    4/6 and MS-EDEN decide scales from such sums, so their order is part of the result."""
+    acc = t.narrow(dim, 0, 1)
+    for i in range(1, t.shape[dim]):
+        acc = acc + t.narrow(dim, i, 1)
+    return acc

@@ -39,6 +39,7 @@ from __future__ import annotations
 import torch
 
 from . import e2m1
+from .blocks import ordered_sum
 from .nvfp4 import tensor_amax
 from .scales import E4M3_MAX, FLT_MAX, rdiv, to_e4m3
 
@@ -62,10 +63,7 @@ def block_error(xb: torch.Tensor, q: torch.Tensor, s_b: torch.Tensor, amax: torc
     decoded = ((q * s_b.float()) * amax) / torch.full_like(amax, 6.0 * limit)
     diff = decoded - xb
     e = diff.abs() if error == "mae" else diff * diff
-    along = dims[-1]
-    acc = e.narrow(along, 0, 1)
-    for i in range(1, e.shape[along]):            # element by element, as TE's loop adds
-        acc = acc + e.narrow(along, i, 1)
+    acc = ordered_sum(e, dims[-1])                 # element by element, as TE's loop adds
     if len(dims) == 2:                             # 2D tile: the row errors, pairwise
         rows = dims[0]
         while acc.shape[rows] > 1:

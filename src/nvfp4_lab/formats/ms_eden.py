@@ -42,18 +42,11 @@ from __future__ import annotations
 import torch
 
 from . import e2m1
+from .blocks import ordered_sum
 from .nvfp4 import block_scales, tensor_amax
 from .scales import E4M3_MAX, to_e4m3
 
 _TWO_M24 = 2.0 ** -24
-
-
-def _ordered_sum(t: torch.Tensor, dim: int) -> torch.Tensor:
-    """Sum over ``dim`` one slice at a time, in index order (keepdim)."""
-    acc = t.narrow(dim, 0, 1)
-    for i in range(1, t.shape[dim]):
-        acc = acc + t.narrow(dim, i, 1)
-    return acc
 
 
 def eden_correction(y: torch.Tensor, q: torch.Tensor, blocks_dim: int,
@@ -64,9 +57,9 @@ def eden_correction(y: torch.Tensor, q: torch.Tensor, blocks_dim: int,
     y, q: fp32 blocked view, blocks along ``blocks_dim`` and elements along ``blocks_dim + 1``.
     """
     def per_group(t):
-        per_block = _ordered_sum(t, blocks_dim + 1)              # [..., L/16, 1, ...]
+        per_block = ordered_sum(t, blocks_dim + 1)              # [..., L/16, 1, ...]
         grouped = per_block.unflatten(blocks_dim, (-1, group_blocks))  # [..., L/G, G/16, 1]
-        return _ordered_sum(grouped, blocks_dim + 1)             # [..., L/G, 1, 1, ...]
+        return ordered_sum(grouped, blocks_dim + 1)             # [..., L/G, 1, 1, ...]
     num, den = per_group(y * y), per_group(y * q)
     c = torch.where(den == 0, 1.0, num / den)                    # [..., L/G, 1, 1, ...]
     shape = list(c.shape)
