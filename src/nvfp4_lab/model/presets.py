@@ -1,4 +1,4 @@
-"""Named model sizes, from a CPU-minutes toy to the paper's 1.2B ablation model.
+"""Named model sizes, from a CPU-minutes toy to the paper's 1.2B, 8B and 12B models.
 
 Every preset is the paper's 1.2B block (paper App. A.3; docs/experiments.md, Models) scaled down:
 FFN at 3x, GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
@@ -22,6 +22,27 @@ is the paper's peak learning rate (WSD, decayed over the last 15%); the smaller 
 are the usual larger ones for narrower models. ``paper_1b2`` keeps the paper's sequence length
 of 8192; RoPE's base is not stated, so it is the common 10000.
 
+The hybrids (``hybrid.py``; paper App. A.1-A.2) mix Mamba-2 (M), FFN (-) and attention (*)
+blocks in the Nemotron-H ratio, about 45/45/10. The three CPU sizes match the transformer of the
+same width in parameters (within 3%), so a step time or a loss compares architectures, not
+sizes; their Mamba-2 mixers keep the paper's expansion 2 and conv window 4 with heads, groups
+and state scaled down. The two paper models have the paper's dimensions (Tables 3-4: 8 groups,
+state 128, head dim 64) and the layer patterns reported for Nemotron-H-8B and
+Nemotron-Nano-12B-v2 (the paper prints the block counts, 24/24/4 and 28/28/6, not the order).
+They are for GPU clusters, and the tests only build them on the meta device:
+
+    preset          D     blocks  pattern              Mamba P/G/N  non-embedding   with V
+    hybrid_nano     128    7      M-M*-M-              32/2/32            744,904   1,793,480
+    hybrid_micro    256   12      M-M*-M-M*-M-         64/2/64          4,842,104   6,939,256
+    hybrid_small    512   13      M-M-M-M*-M-M-        64/8/64         23,274,784  27,469,088
+    nemotron_h_8b  4096   52      (24 M, 24 -, 4 *)    64/8/128     7,010,333,696  8,084,075,520
+    nemotron_h_12b 5120   62      (28 M, 28 -, 6 *)    64/8/128    10,986,176,640  12,328,353,920
+
+(V = 4096 for the CPU sizes, the Nemotron tokenizer's 131,072 for the paper's: 8.1B and 12.3B,
+the paper's "8B" and "12B". Their in_proj rows are 18,560 and 22,784, the 12B's padded from
+22,688; ``mamba2.py``.) Learning rates: the paper's peak rates for its models, the transformer
+preset's of the same width for the CPU sizes.
+
 The presets are shared instances: copy before changing one (``model_preset(name, **changes)``
 does), or set the vocabulary through the config system.
 """
@@ -30,6 +51,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from .config import ModelConfig
+
+NEMOTRON_H_8B = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
+NEMOTRON_H_12B = "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-"
 
 MODEL_PRESETS: dict[str, ModelConfig] = {
     "nano": ModelConfig(name="nano", d_model=128, n_layers=5, n_heads=4, n_kv_heads=2,
@@ -42,6 +66,23 @@ MODEL_PRESETS: dict[str, ModelConfig] = {
                         lr=6e-4),
     "paper_1b2": ModelConfig(name="paper_1b2", d_model=2048, n_layers=20, n_heads=16,
                              n_kv_heads=8, max_seq_len=8192, lr=1.2e-3),
+    "hybrid_nano": ModelConfig(name="hybrid_nano", d_model=128, n_layers=7, n_heads=4,
+                               n_kv_heads=2, lr=3e-3, pattern="M-M*-M-", mamba_head_dim=32,
+                               mamba_groups=2, mamba_state=32),
+    "hybrid_micro": ModelConfig(name="hybrid_micro", d_model=256, n_layers=12, n_heads=4,
+                                n_kv_heads=2, lr=2e-3, pattern="M-M*-M-M*-M-",
+                                mamba_head_dim=64, mamba_groups=2, mamba_state=64),
+    "hybrid_small": ModelConfig(name="hybrid_small", d_model=512, n_layers=13, n_heads=8,
+                                n_kv_heads=4, lr=1.5e-3, pattern="M-M-M-M*-M-M-",
+                                mamba_head_dim=64, mamba_groups=8, mamba_state=64),
+    "nemotron_h_8b": ModelConfig(name="nemotron_h_8b", d_model=4096, n_layers=52, n_heads=32,
+                                 n_kv_heads=4, ffn_mult=5.25, max_seq_len=8192, lr=8e-4,
+                                 pattern=NEMOTRON_H_8B, mamba_head_dim=64, mamba_groups=8,
+                                 mamba_state=128, mamba_chunk=128),
+    "nemotron_h_12b": ModelConfig(name="nemotron_h_12b", d_model=5120, n_layers=62, n_heads=40,
+                                  n_kv_heads=8, ffn_mult=4.0, max_seq_len=8192, lr=4.5e-4,
+                                  pattern=NEMOTRON_H_12B, mamba_head_dim=64, mamba_groups=8,
+                                  mamba_state=128, mamba_chunk=128),
 }
 
 

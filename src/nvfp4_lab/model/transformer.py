@@ -25,13 +25,12 @@ Megatron, so each block is quantized as four GEMMs, not six.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .config import ModelConfig
+from .lm import LanguageModel
 
 
 def rope_tables(head_dim: int, max_seq_len: int, theta: float) -> tuple[torch.Tensor, ...]:
@@ -63,9 +62,10 @@ class Attention(nn.Module):
         self.qkv = nn.Linear(cfg.d_model, qkv_dim, bias=False)
         self.proj = nn.Linear(cfg.d_model, cfg.d_model, bias=False)
 
-    def heads(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+    def heads(self, x: torch.Tensor, cos: torch.Tensor | None, sin: torch.Tensor | None
               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """x: [B, T, D] -> q [B, H, T, hd], k and v [B, Hkv, T, hd]; q and k rotated."""
+        """x: [B, T, D] -> q [B, H, T, hd], k and v [B, Hkv, T, hd]; q and k rotated unless
+        cos is None (the hybrid's attention has no position signal of its own)."""
         B, T, _ = x.shape
         hd = self.head_dim
         q, k, v = self.qkv(x).split(
@@ -73,10 +73,13 @@ class Attention(nn.Module):
         q = q.view(B, T, self.n_heads, hd).transpose(1, 2)  # [B, H, T, hd]
         k = k.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # [B, Hkv, T, hd]
         v = v.view(B, T, self.n_kv_heads, hd).transpose(1, 2)  # [B, Hkv, T, hd]
+        if cos is None:
+            return q, k, v
         return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
 
-    def forward(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-        """x: [B, T, D]; cos, sin: [T, hd/2] -> [B, T, D]."""
+    def forward(self, x: torch.Tensor, cos: torch.Tensor | None = None,
+                sin: torch.Tensor | None = None) -> torch.Tensor:
+        """x: [B, T, D]; cos, sin: [T, hd/2], or None for no RoPE -> [B, T, D]."""
         B, T, D = x.shape
         q, k, v = self.heads(x, cos, sin)
         # enable_gqa: query head h reads key/value head h // (H / Hkv), without materialising
@@ -115,78 +118,35 @@ class Block(nn.Module):
         return x + self.mlp(self.mlp_norm(x))
 
 
-class Transformer(nn.Module):
+class Transformer(LanguageModel):
     """Token ids to next-token logits; see the module docstring for the layout."""
 
+    residual_projections = ("attn.proj", "mlp.fc2")
+
     def __init__(self, cfg: ModelConfig):
-        super().__init__()
-        cfg.validate()
-        if cfg.vocab_size <= 0:
-            raise ValueError(f"model.vocab_size={cfg.vocab_size}: set it to the tokenizer's "
-                             f"vocabulary size before building the model")
-        self.cfg = cfg
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
-        self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
-        self.norm = nn.RMSNorm(cfg.d_model, eps=cfg.norm_eps)
-        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        super().__init__(cfg)
         # not persistent: a pure function of the config, so checkpoints need not carry it
         cos, sin = rope_tables(cfg.head_dim, cfg.max_seq_len, cfg.rope_theta)
         self.register_buffer("rope_cos", cos, persistent=False)
         self.register_buffer("rope_sin", sin, persistent=False)
         self.reset_parameters()
 
-    def reset_parameters(self) -> None:
-        """N(0, init_std) for the embedding and every linear; the two projections that write
-        into the residual stream (attn.proj, mlp.fc2) get init_std / sqrt(2 * n_layers).
+    def build_blocks(self, cfg: ModelConfig) -> list[nn.Module]:
+        return [Block(cfg) for _ in range(cfg.n_layers)]
 
-        Each block adds two branch outputs to the residual stream, so at init its variance
-        grows with the 2 * n_layers additions; shrinking those projections keeps the final
-        stream's scale independent of depth (GPT-2's scheme), so one init_std and one
-        learning rate serve every preset. Norm gains start at 1.
-        """
-        std = self.cfg.init_std
-        nn.init.normal_(self.tok_emb.weight, std=std)
-        for name, module in self.named_modules():
-            if isinstance(module, nn.Linear):
-                residual = name.endswith(("attn.proj", "mlp.fc2"))
-                scale = 1 / math.sqrt(2 * self.cfg.n_layers) if residual else 1.0
-                nn.init.normal_(module.weight, std=std * scale)
-            elif isinstance(module, nn.RMSNorm):
-                nn.init.ones_(module.weight)
+    @property
+    def residual_adds(self) -> int:
+        return 2 * self.cfg.n_layers  # attention and FFN in every block
 
-    def forward(self, idx: torch.Tensor) -> torch.Tensor:
-        """idx: [B, T] int64 token ids -> logits [B, T, V] (float32, or autocast's dtype)."""
-        T = idx.shape[1]
-        if T > self.cfg.max_seq_len:
-            raise ValueError(f"sequence length {T} exceeds model.max_seq_len="
-                             f"{self.cfg.max_seq_len}; raise model.max_seq_len")
+    def run_blocks(self, x: torch.Tensor) -> torch.Tensor:
+        T = x.shape[1]
         cos, sin = self.rope_cos[:T], self.rope_sin[:T]  # [T, hd/2]
-        x = self.tok_emb(idx)  # [B, T, D]
         for block in self.blocks:
             x = block(x, cos, sin)
-        return self.lm_head(self.norm(x))
+        return x
 
-    def num_params(self, non_embedding: bool = True) -> int:
-        """Parameter count; non_embedding leaves out tok_emb and lm_head (both V x D)."""
-        skip = ("tok_emb.", "lm_head.") if non_embedding else ()
-        return sum(p.numel() for n, p in self.named_parameters() if not n.startswith(skip))
-
-    def flops_per_token(self, seq_len: int | None = None) -> float:
-        """Training FLOPs per token (forward + backward) at seq_len (default max_seq_len).
-
-        6N for the weights that multiply (every block parameter and lm_head; the embedding is
-        a lookup), plus 12 * L * D * T for the attention BMMs (QK^T and AV, 2 * T * D each
-        forward, times 3 with backward). Counts the full T x T score matrix as PaLM and
-        nanoGPT's MFU do; a causal kernel skips about half of it.
-        """
-        T = seq_len or self.cfg.max_seq_len
-        n = self.num_params(non_embedding=True) + self.lm_head.weight.numel()
-        return 6 * n + 12 * self.cfg.n_layers * self.cfg.d_model * T
-
-
-def lm_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross entropy in nats/token, computed in float32.
-
-    logits: [B, T, V] (any float dtype); targets: [B, T] int64 (-100 entries are ignored).
-    """
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten())
+    def mixing_flops(self, seq_len: int) -> float:
+        """The attention BMMs: QK^T and AV, 2 * T * D each forward, times 3 with backward.
+        Counts the full T x T score matrix as PaLM and nanoGPT's MFU do; a causal kernel
+        skips about half of it."""
+        return 12 * self.cfg.n_layers * self.cfg.d_model * seq_len

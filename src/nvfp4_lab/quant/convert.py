@@ -37,6 +37,7 @@ class LayerRow:
     quantized: bool
     reason: str = ""
     operands: dict[str, str] = field(default_factory=dict)
+    kind: str | None = None  # the block's kind in a hybrid (mamba, mlp, attn)
 
 
 @dataclass
@@ -54,7 +55,14 @@ class Report:
         q = sum(p for p, r in zip(params, self.layers) if r.quantized)
         return (f"recipe {self.recipe['name']} ({self.backend} backend): "
                 f"{len(self.quantized)}/{len(self.layers)} linear layers quantized, "
-                f"{100 * q / max(sum(params), 1):.1f}% of linear weights")
+                f"{100 * q / max(sum(params), 1):.1f}% of linear weights{self._by_kind()}")
+
+    def _by_kind(self) -> str:
+        """'; by block kind: mamba 8/10, mlp 8/10, attn 2/2' for a hybrid, else ''."""
+        kinds = dict.fromkeys(r.kind for r in self.layers if r.kind)
+        counts = [f"{k} {sum(r.quantized for r in self.layers if r.kind == k)}/"
+                  f"{sum(r.kind == k for r in self.layers)}" for k in kinds]
+        return f"; by block kind: {', '.join(counts)}" if counts else ""
 
     def table(self) -> str:
         """A fixed-width text table, one line per layer."""
@@ -141,6 +149,7 @@ def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None
     n_blocks = len(block_list)
     for key in ("first", "last"):
         recipe.high_precision.count(key, n_blocks)  # raises if more than n_blocks
+    kinds = [getattr(blk, "kind", None) for blk in block_list]
     linears = {f"{block_name}.{n}": (i, m) for i, blk in enumerate(block_list)
                for n, m in ((f"{i}.{k}", s) for k, s in blk.named_modules())
                if isinstance(m, nn.Linear)}
@@ -160,6 +169,7 @@ def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None
                          "high precision)"
         else:
             row.block = linears[name][0]
+            row.kind = kinds[row.block]
             row.reason = _hp_reason(recipe, name, row.block, n_blocks) or (
                 "" if touches else "the recipe quantizes nothing")
             if not row.reason:

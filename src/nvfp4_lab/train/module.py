@@ -27,7 +27,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from ..model import ModelConfig, Transformer, lm_loss
+from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
 from ..quant.linear import QuantState
 from .schema import TrainConfig
@@ -88,7 +88,7 @@ class LMTask(L.LightningModule):
         self.model_cfg, self.recipe, self.train_cfg = model, recipe, train
         self.seed, self.max_steps, self.tokens_per_step = seed, max_steps, tokens_per_step
         self.bytes_per_token = bytes_per_token
-        self.model: Transformer | None = None
+        self.model: LanguageModel | None = None
         self.report = None
         self.backend = None
         self.backend_reason: str | None = None   # why backend=auto chose it (CPU)
@@ -121,9 +121,11 @@ class LMTask(L.LightningModule):
     def configure_model(self) -> None:
         if self.model is not None:   # Lightning calls this again on resume and validate
             return
-        model = Transformer(self.model_cfg)
+        model = build_model(self.model_cfg)
         self.report = convert(model, self.recipe, state=self.qstate, backend=self.backend)
         self.model = model
+        if self.global_rank == 0:  # "10/15 linear layers quantized, ...; by block kind: ..."
+            print(self.report.summary(), flush=True)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)

@@ -30,7 +30,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..configs import conf_dir
 from ..data import DataConfig
-from ..model import ModelConfig, Transformer
+from ..model import ModelConfig, build_model
 from ..quant import Backend, convert
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 
@@ -103,7 +103,7 @@ def check_fit(model: ModelConfig, data: DataConfig, recipe) -> None:
         model = dataclasses.replace(model, vocab_size=256 if data.tokenizer == "bytes"
                                     else data.vocab_size)
     with torch.device("meta"):
-        net = Transformer(model)
+        net = build_model(model)
     convert(net, recipe, backend=Backend())
 
 

@@ -11,6 +11,9 @@ from nvfp4_lab.model import MODEL_PRESETS, ModelConfig, Transformer, model_prese
 from nvfp4_lab.model import presets as presets_module
 
 
+TRANSFORMERS = [n for n, c in MODEL_PRESETS.items() if not c.pattern]
+
+
 def non_embedding_formula(c: ModelConfig) -> int:
     """Per block: qkv, proj, fc1 + fc2, two RMSNorm gains; then the final norm."""
     d, hd = c.d_model, c.d_model // c.n_heads
@@ -24,7 +27,7 @@ def meta_model(cfg: ModelConfig) -> Transformer:
         return Transformer(cfg)
 
 
-@pytest.mark.parametrize("name", list(MODEL_PRESETS))
+@pytest.mark.parametrize("name", TRANSFORMERS)
 def test_preset_param_counts_match_the_formula(name):
     cfg = model_preset(name, vocab_size=4096)
     model = meta_model(cfg)
@@ -35,7 +38,7 @@ def test_preset_param_counts_match_the_formula(name):
     assert f"{n + 2 * 4096 * cfg.d_model:,}" in presets_module.__doc__
 
 
-@pytest.mark.parametrize("name", list(MODEL_PRESETS))
+@pytest.mark.parametrize("name", TRANSFORMERS)
 def test_preset_dims_fit_every_block_size(name):
     cfg = MODEL_PRESETS[name]
     assert cfg.name == name
@@ -74,6 +77,14 @@ def test_model_preset_copies():
     ({"n_layers": 0}, r"model.n_layers=0 must be a positive integer"),
     ({"n_heads": -4}, r"model.n_heads=-4 must be a positive integer"),
     ({"ffn_mult": 0}, r"model.ffn_mult=0"),
+    ({"ffn_mult": 2.001}, r"model.ffn_mult=2.001 gives 256.128 FFN channels"),
+    ({"pattern": "M-x", "n_layers": 3}, r"model.pattern='M-x' has 'x'; a hybrid pattern uses M"),
+    ({"pattern": "M-*"}, r"model.n_layers=5 but model.pattern has 3 blocks; set model.n_layers=3"),
+    ({"pattern": "M-", "n_layers": 2, "mamba_head_dim": 48},
+     r"model.mamba_head_dim=48 does not divide the 256 inner channels"),
+    ({"pattern": "M-", "n_layers": 2, "mamba_groups": 3},
+     r"model.mamba_groups=3 does not divide the 8 Mamba-2 heads"),
+    ({"pattern": "M-", "n_layers": 2, "mamba_chunk": 0}, r"model.mamba_chunk=0 must be a positive"),
     ({"vocab_size": -1}, r"model.vocab_size=-1 must be positive, or 0"),
     ({"init_std": 0.0}, r"model.init_std=0.0 must be positive"),
     ({"lr": float("nan")}, r"model.lr=nan must be positive"),

@@ -2,7 +2,8 @@
 
 The lightning-hydra-template idea: glob ``conf/ablation/*`` so that a new ablation file is
 tested the day it lands. The swept values come from the file's own ``hydra.sweeper.params``;
-each combination is composed and trained in this process through ``train.task.train``."""
+each combination is composed and trained in this process through ``train.task.train``. The
+ablations the paper ran on its hybrid models run on ``hybrid_nano`` as well."""
 from __future__ import annotations
 
 import itertools
@@ -28,16 +29,21 @@ def jobs():
 
 
 JOBS = list(jobs())
+# the paper ran these on its hybrids (E01/E03, E04): every arm on hybrid_nano too
+HYBRID_JOBS = [(a, [*o, "model=hybrid_nano"]) for a, o in JOBS
+               if a in ("formats", "precision_switch")]
 
 
 @pytest.mark.usefixtures("one_thread")
-@pytest.mark.parametrize(("ablation", "overrides"), JOBS,
-                         ids=[f"{a}:{','.join(o)}" for a, o in JOBS])
+@pytest.mark.parametrize(("ablation", "overrides"), JOBS + HYBRID_JOBS,
+                         ids=[f"{a}:{','.join(o)}" for a, o in JOBS + HYBRID_JOBS])
 def test_ablation_job_trains(composer, tmp_path, ablation, overrides):
-    # 16 sequences of 64 tokens: 1024 tokens per micro-batch, enough for a 128-point RHT
+    # 16 sequences of 64 tokens: 1024 tokens per micro-batch, enough for a 128-point RHT;
+    # nano depth (5 blocks, or hybrid_nano's 7): every arm leaves a block quantized
+    depth = 7 if "model=hybrid_nano" in overrides else 5
     cfg = composer([f"+ablation={ablation}", *overrides, *fast(tmp_path),
                     "quant.backend=reference", "train.batch_size=16", "seed=0",
-                    "model.n_layers=5"])  # nano depth: every arm leaves a block quantized
+                    f"model.n_layers={depth}"])
     summary = train(cfg, tmp_path / "run")
     assert summary["status"] == "done", summary["error"]
     assert summary["steps"] == round(2 * apply_arm(cfg).train.tokens_multiplier)
