@@ -217,6 +217,25 @@ def layer_error_figure(layers: pd.DataFrame, colours: dict[str, str], axes: list
     return fig
 
 
+LAYER_TYPE_METRICS = ("fprop.x/rel_err", "fprop.w/rel_err", "dgrad.dy/rel_err", "wgrad/rel_err")
+
+
+def layer_type_table(layers: pd.DataFrame,
+                     metrics: tuple[str, ...] = LAYER_TYPE_METRICS) -> pd.DataFrame:
+    """Mean relative error per layer type and label, over logged steps, blocks and seeds: the
+    type is the layer's name after its block index (``blocks.3.mamba.in_proj`` ->
+    ``mamba.in_proj``), so a hybrid's Mamba-2, attention and FFN projections, or a
+    transformer's qkv, proj, fc1 and fc2, sit side by side. Columns: type, label, and each of
+    ``metrics`` that was logged; rows in the order the layers first appear."""
+    part = layers[layers["metric"].isin(metrics)]
+    if part.empty:
+        return pd.DataFrame()
+    part = part.assign(type=part["layer"].str.replace(r"^(?:.*\.)?\d+\.", "", regex=True))
+    table = part.pivot_table(index=["type", "label"], columns="metric", values="value",
+                             aggfunc="mean", sort=False).reset_index()
+    return table[["type", "label", *[m for m in metrics if m in table.columns]]]
+
+
 NOISE_METRIC = "wgrad/noise_ratio"          # logged by quant/stats.py on statistics steps
 NOISE_THRESHOLD = 3 ** 0.5   # Chmiel et al.: below it, quantized gradients stop helping
 

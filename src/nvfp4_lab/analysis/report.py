@@ -9,6 +9,8 @@ paper compares against, else BF16, else the first recipe), and writes
     tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
     tables/loss_gap.csv            the gap curves behind loss_gap.png
     tables/token_efficiency.csv    when recipes ran at several token budgets
+    tables/layer_type_error.csv    when runs logged statistics: error per layer type
+    tables/noise_ratio.csv         ... and gradient noise ratios: the noise_ratio figure's data
     figures/*.png|pdf              loss, loss_gap, token_efficiency, layer_error, noise_ratio,
                                    paper_vs_ours
 
@@ -103,6 +105,10 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
             figures.save(figures.layer_error_figure(coll.layers, colours, coll.axes), figs,
                          "layer_error", pdf)
             names.append("layer_error")
+        by_type = figures.layer_type_table(coll.layers)
+        if not by_type.empty:
+            by_type.to_csv(out / "tables" / "layer_type_error.csv", index=False)
+            sections.append(_layer_type_md(by_type))
         noise = figures.noise_table(coll.layers)
         if not noise.empty:
             noise.to_csv(out / "tables" / "noise_ratio.csv", index=False)
@@ -280,6 +286,14 @@ def _paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
             f"{paper.scale}): {paper.finding}\n\nPaper's values ({paper.metric}): {values}"
             f"{outcomes}. Paper's ordering: {paper_order}; {verdict}."
             + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
+
+
+def _layer_type_md(table: pd.DataFrame) -> str:
+    """The quantization error of each layer type (Mamba-2, attention and FFN projections)."""
+    return ("## Quantization error by layer type\n\nRelative error ||Q(x) - x|| / ||x|| of "
+            "each quantized operand (and of the weight gradient, `wgrad`), the mean over "
+            "statistics steps, blocks and seeds, by the layer's place in its block "
+            "(`tables/layer_type_error.csv`).\n\n" + _md_table(table))
 
 
 def _noise_md(noise: pd.DataFrame) -> str:

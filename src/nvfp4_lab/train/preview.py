@@ -102,10 +102,13 @@ def preview(argv: list[str]) -> str:
         lines.append(f"{j.number:>3}  {j.distinct:<44} {j.steps:>6}  {est}")
     known = [j.seconds for j in jobs if j.seconds is not None]
     unknown = len(jobs) - len(known)
-    total = f"total ~{_duration(sum(known) / parallel)}" if known else "no estimate"
-    lines.append(f"{total} for {len(known)} of {len(jobs)} jobs"
-                 + (f"; {unknown} with a configuration never run on this machine" if unknown
-                    else ""))
+    if known:
+        lines.append(f"total ~{_duration(sum(known) / parallel)} for {len(known)} of "
+                     f"{len(jobs)} jobs" + (f"; {unknown} with a configuration never run on "
+                                            f"this machine" if unknown else ""))
+    else:
+        lines.append(f"no estimate: none of the {len(jobs)} jobs' configurations has run on "
+                     f"this machine")
     return "\n".join(lines)
 
 

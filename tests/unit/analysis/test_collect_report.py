@@ -217,6 +217,32 @@ def test_layer_error_figure_when_runs_logged_statistics(runs_factory, tmp_path):
     assert not (tmp_path / "sweep" / "figures" / "noise_ratio.png").exists()  # none logged
 
 
+def test_layer_type_table_groups_a_hybrids_layers_across_blocks(runs_factory, tmp_path):
+    """Mamba-2 in_proj in blocks 0 and 2 logs fprop.x errors 0.1 and 0.3, attention qkv in
+    block 1 logs 0.05, on two seeds; wgrad only for in_proj. The table averages each type over
+    blocks, steps and seeds, keeps first-seen order, and leaves a metric a type never logged
+    empty."""
+    for seed in (0, 1):
+        run = runs_factory(f"nv/seed={seed}", quant="nvfp4", seed=seed, val_loss=val(3.0))
+        m = pd.read_csv(run / "metrics.csv")
+        m["blocks.0.mamba.in_proj/fprop.x/rel_err"] = [0.1] * 4
+        m["blocks.1.attn.qkv/fprop.x/rel_err"] = [0.05 + 0.01 * seed] * 4
+        m["blocks.2.mamba.in_proj/fprop.x/rel_err"] = [0.3] * 4
+        m["blocks.2.mamba.in_proj/wgrad/rel_err"] = [0.2, 0.4, 0.2, 0.4]
+        m.to_csv(run / "metrics.csv", index=False)
+    path = write_report([tmp_path / "sweep"], pdf=False)
+    report = path.read_text()
+    table = pd.read_csv(path.parent / "tables" / "layer_type_error.csv")
+    assert table["type"].tolist() == ["mamba.in_proj", "attn.qkv"]
+    rows = table.set_index("type")
+    assert rows.loc["mamba.in_proj", "fprop.x/rel_err"] == pytest.approx(0.2)
+    assert rows.loc["attn.qkv", "fprop.x/rel_err"] == pytest.approx(0.055)
+    assert rows.loc["mamba.in_proj", "wgrad/rel_err"] == pytest.approx(0.3)
+    assert pd.isna(rows.loc["attn.qkv", "wgrad/rel_err"])
+    section = _section(report, "Quantization error by layer type")
+    assert "| mamba.in_proj | nvfp4 | 0.2" in section and "| attn.qkv | nvfp4 | 0.055" in section
+
+
 def test_noise_ratio_table_figure_and_verdict_come_from_the_logged_ratios(runs_factory,
                                                                           tmp_path):
     """Three layers per run log ratios base x (block + 1) x (i + 1) / 4 at the 4 logged steps:
