@@ -151,21 +151,26 @@ def _decay_start(summary: dict, config: dict) -> float:
     return round(steps * (1 - float(config.get("train.decay", 0.15)))) * per_step
 
 
+PRESET_NAMES = ("quant.name", "model.name")  # config keys that name a whole preset
+
+
 def recipe_axes(configs: pd.DataFrame) -> list[str]:
     """The config keys that tell the collected recipes apart.
 
     configs: one row per run, one column per flat config key. The ablation's ``arm`` wins when
-    it differs; else ``quant.name`` plus any varying key it does not determine (a preset fixes
-    all its quant.* fields); else every varying key.
+    it differs; else the preset names that differ, ``quant.name`` and ``model.name``, plus any
+    varying key they do not determine (a preset fixes all its fields: the recipe's quant.*, the
+    model's width, depth and pattern); else every varying key.
     """
     varying = [c for c in configs.columns if not _NOT_AN_AXIS.match(c)
                and configs[c].astype(str).nunique(dropna=False) > 1]
     if "arm" in varying:
         return ["arm"]
-    if "quant.name" in varying:
-        by_preset = configs.astype(str).groupby("quant.name")
-        return ["quant.name"] + [c for c in varying if c != "quant.name"
-                                 and (by_preset[c].nunique(dropna=False) > 1).any()]
+    names = [k for k in PRESET_NAMES if k in varying]
+    if names:
+        by_preset = [configs.astype(str).groupby(k) for k in names]
+        return names + [c for c in varying if c not in names
+                        and all((by[c].nunique(dropna=False) > 1).any() for by in by_preset)]
     return varying
 
 
@@ -178,7 +183,7 @@ def _label(row: pd.Series, axes: list[str]) -> str:
     values = [str(row.get(a)) for a in axes]
     if len(axes) == 1:
         return values[0]
-    short = ["quant" if a == "quant.name" else a.rsplit(".", 1)[-1] for a in axes]
+    short = [a.split(".")[0] if a in PRESET_NAMES else a.rsplit(".", 1)[-1] for a in axes]
     return ", ".join(f"{a}={v}" for a, v in zip(short, values))
 
 

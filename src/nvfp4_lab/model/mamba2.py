@@ -60,10 +60,9 @@ class Mamba2(nn.Module):
 
     def __init__(self, cfg: ModelConfig):
         super().__init__()
-        self.d_inner, self.heads = cfg.mamba_inner, cfg.mamba_heads
-        self.head_dim, self.groups, self.state = cfg.mamba_head_dim, cfg.mamba_groups, \
-            cfg.mamba_state
-        self.chunk = cfg.mamba_chunk
+        self.d_inner, self.heads, self.head_dim = (cfg.mamba_inner, cfg.mamba_heads,
+                                                   cfg.mamba_head_dim)
+        self.groups, self.state, self.chunk = cfg.mamba_groups, cfg.mamba_state, cfg.mamba_chunk
         self.conv_dim = self.d_inner + 2 * self.groups * self.state
         self.proj_dim = self.d_inner + self.conv_dim + self.heads  # z | xBC | dt
         self.in_proj = nn.Linear(cfg.d_model, proj_rows(cfg), bias=False)

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from nvfp4_lab.analysis import collect, figures, find_sweeps, load_paper, write_report
-from nvfp4_lab.analysis.collect import read_metrics
+from nvfp4_lab.analysis.collect import read_metrics, recipe_axes
 from nvfp4_lab.cli import main
 from nvfp4_lab.configs import conf_dir
 
@@ -53,6 +53,25 @@ def test_two_axes_name_both(runs_factory):
     c = collect([runs_factory("bf16", quant="bf16", config={"quant.rht_size": 16}).parent])
     assert c.axes == ["quant.name", "quant.rht_size"]
     assert "quant=nvfp4, rht_size=2" in c.labels and "quant=bf16, rht_size=16" in c.labels
+
+
+def test_a_model_preset_name_labels_runs_without_the_fields_it_fixes(runs_factory):
+    """Two models (their width, depth and pattern follow from the name) x two recipes: the
+    labels are the two names, not every model field that differs; a depth overridden within
+    one model name is still an axis."""
+    models = {"nano": {"model.d_model": 128, "model.n_layers": 5, "model.pattern": ""},
+              "hybrid_nano": {"model.d_model": 128, "model.n_layers": 7,
+                              "model.pattern": "M-M*-M-"}}
+    for quant in ("nvfp4", "bf16"):
+        for name, fields in models.items():
+            runs_factory(f"{quant}_{name}", quant=quant, config={"model.name": name, **fields})
+    c = collect([runs_factory("last", quant="bf16", config={
+        "model.name": "nano", **models["nano"]}).parent])
+    assert c.axes == ["quant.name", "model.name"]
+    assert set(c.labels) == {f"quant={q}, model={m}" for q in ("nvfp4", "bf16") for m in models}
+    configs = pd.DataFrame({"model.name": ["nano", "nano", "hybrid_nano"],
+                            "model.n_layers": [5, 3, 7], "quant.name": ["nvfp4"] * 3})
+    assert recipe_axes(configs) == ["model.name", "model.n_layers"]
 
 
 def test_arms_win_and_runs_outside_the_arms_keep_their_preset(runs_factory):
