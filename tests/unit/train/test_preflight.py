@@ -4,6 +4,7 @@ from __future__ import annotations
 import pytest
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.train.preflight import _trials, check
 
 
@@ -27,6 +28,8 @@ from nvfp4_lab.train.preflight import _trials, check
      "arm quartet_ii: layer blocks.0.attn.qkv: RHT on dgrad"),
     (["quant=nvfp4", "model.d_model=72", "model.n_heads=4", "model.n_kv_heads=4"],
      "in_features=72 is not a multiple of the nvfp4 block (16)"),
+    (["model=hybrid_nano", "model.n_layers=5"],
+     "model.n_layers=5 but model.pattern has 7 blocks; set model.n_layers=7"),
 ])
 def test_mistakes_get_one_line_naming_the_fix(argv, expected):
     problem = check(argv)
@@ -40,6 +43,14 @@ def test_mistakes_get_one_line_naming_the_fix(argv, expected):
 ])
 def test_valid_command_lines_pass(argv):
     assert check(argv) is None
+
+
+@pytest.mark.parametrize("ablation", sorted(p.stem for p in (conf_dir() / "ablation").glob(
+    "*.yaml") if p.stem != "smoke"))  # smoke fixes a 2-block depth: a transformer's
+def test_every_ablation_arm_fits_the_hybrid(ablation):
+    """Each arm of each ablation quantizes hybrid_nano's layers (in_proj padded to 128 rows:
+    FP8's 128x128 tiles, RHT 128 on Dgrad): preflight builds and converts it per arm."""
+    assert check([f"+ablation={ablation}", "model=hybrid_nano"]) is None
 
 
 def test_each_swept_value_is_tried_once_with_the_others_at_their_first():
