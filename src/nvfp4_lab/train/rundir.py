@@ -13,7 +13,9 @@
 Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
 ``resume=never`` refuses any directory that already holds a run. The config hash leaves out
-the keys that do not change what is computed (``resume``, ``trainer.progress``).
+the keys that do not change what is computed (``resume``, ``trainer.progress``), and the keys
+added since runs were first hashed while they select nothing (``_as_first_hashed``), so that
+a run started by an older version still resumes, and still counts as done, after an upgrade.
 """
 from __future__ import annotations
 
@@ -44,7 +46,26 @@ def config_hash(cfg: DictConfig) -> str:
         for p in parents:
             node = node.get(p, {})
         node.pop(leaf, None)
+    _as_first_hashed(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _as_first_hashed(c: dict) -> None:
+    """Drop the keys added after runs were first hashed while they are off: the recipe's 4/6
+    selection, row scaling and MS-EDEN (empty operand lists), the model's hybrid pattern and
+    Mamba-2 shape (no pattern: a transformer, which they do not touch). ``model.ffn_mult``,
+    an int until fractional FFN widths came, hashes an integral value as that int."""
+    quant, model = c.get("quant") or {}, c.get("model") or {}
+    if not (quant.get("four_over_six") or {}).get("operands"):
+        quant.pop("four_over_six", None)
+    for key in ("row_scaled", "ms_eden"):
+        if not quant.get(key):
+            quant.pop(key, None)
+    if not model.get("pattern"):
+        for key in [k for k in model if k == "pattern" or k.startswith("mamba_")]:
+            model.pop(key)
+    if isinstance(model.get("ffn_mult"), float) and model["ffn_mult"].is_integer():
+        model["ffn_mult"] = int(model["ffn_mult"])
 
 
 def read_summary(run: Path) -> dict | None:

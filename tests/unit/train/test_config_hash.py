@@ -1,0 +1,49 @@
+"""The config hash that guards run directories, across versions of the config schema.
+
+``tests/golden/run_config_2026-12-01.yaml`` is the config.yaml of a real run (the quickstart's
+MXFP4 job, seed 0) written on 2026-12-01, before the recipe gained 4/6, row scaling and
+MS-EDEN and the model its hybrid keys; that version recorded the hash ``a79acb817d6278e1``
+in the run's summary.json. Loaded into today's schema (which adds the new keys at their
+defaults, as composing the same command does today) it must hash the same, or every run and
+sweep started before an upgrade would be refused as "a different config" on resume.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from omegaconf import OmegaConf
+
+from nvfp4_lab.train.rundir import config_hash
+from nvfp4_lab.train.schema import RootConfig
+
+GOLDEN = Path(__file__).parents[2] / "golden" / "run_config_2026-12-01.yaml"
+RECORDED = "a79acb817d6278e1"
+
+
+def today(overrides: dict | None = None):
+    cfg = OmegaConf.merge(OmegaConf.structured(RootConfig), OmegaConf.load(GOLDEN))
+    return OmegaConf.merge(cfg, overrides or {})
+
+
+def test_a_run_from_before_the_new_keys_hashes_as_it_did():
+    cfg = today()
+    assert cfg.model.pattern == "" and cfg.quant.four_over_six.operands == []  # added keys
+    assert config_hash(cfg) == RECORDED
+
+
+def test_the_new_keys_count_once_they_select_something():
+    """A hybrid, a fractional FFN, or any of the new quantizers is another run."""
+    changed = [{"model": {"pattern": "M-M*-", "n_layers": 5}},
+               {"model": {"ffn_mult": 3.5}},
+               {"quant": {"four_over_six": {"operands": ["fprop.x"]}}},
+               {"quant": {"row_scaled": ["fprop.x"]}},
+               {"quant": {"ms_eden": ["dgrad.dy"]}}]
+    hashes = {config_hash(today(c)) for c in changed}
+    assert len(hashes) == len(changed) and RECORDED not in hashes
+
+
+def test_keys_that_do_not_change_the_computation_are_left_out():
+    assert config_hash(today({"resume": "never", "trainer": {"progress": "none"}})) == RECORDED
+    # the Mamba-2 shape of a transformer (no pattern) changes nothing either
+    assert config_hash(today({"model": {"mamba_state": 64}})) == RECORDED
+    assert config_hash(today({"seed": 1})) != RECORDED
