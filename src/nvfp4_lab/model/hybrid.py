@@ -65,13 +65,12 @@ class Hybrid(LanguageModel):
         return len(self.blocks)  # one mixer per block
 
     def reset_parameters(self) -> None:
-        """The shared init (``LanguageModel.reset_parameters``), then each Mamba-2 mixer's
-        state-space parameters, and its in_proj alignment rows back to zero."""
+        """The shared init (``LanguageModel.reset_parameters``), then each Mamba-2 mixer's own
+        (state-space parameters; in_proj's alignment rows back to zero)."""
         super().reset_parameters()
         for module in self.modules():
             if isinstance(module, Mamba2):
-                module.reset_ssm()
-                module.zero_padding_rows()
+                module.reset_mixer()
 
     def run_blocks(self, x: torch.Tensor) -> torch.Tensor:
         for block in self.blocks:

@@ -73,11 +73,13 @@ class Mamba2(nn.Module):
         self.D = nn.Parameter(torch.empty(self.heads))
         self.norm = GatedRMSNorm(self.d_inner, self.groups, cfg.norm_eps)
         self.out_proj = nn.Linear(self.d_inner, cfg.d_model, bias=False)
-        self.reset_ssm()
+        self.reset_mixer()
 
-    def reset_ssm(self, dt_min: float = 1e-3, dt_max: float = 1e-1) -> None:
-        """Initialise the state-space parameters (the linear layers are the model's to init):
-        A uniform in [1, 16]; dt log-uniform in [dt_min, dt_max], stored as softplus^-1."""
+    def reset_mixer(self, dt_min: float = 1e-3, dt_max: float = 1e-1) -> None:
+        """Initialise what is the mixer's own (the model initialises the linear layers, then
+        calls this): A uniform in [1, 16]; dt log-uniform in [dt_min, dt_max], stored as
+        softplus^-1; D = 1; the norm's gain 1; in_proj's alignment rows zero (see the module
+        docstring: zero they stay)."""
         with torch.no_grad():
             self.A_log.copy_(torch.empty_like(self.A_log).uniform_(1, 16).log())
             dt = torch.empty_like(self.dt_bias).uniform_(math.log(dt_min), math.log(dt_max))
@@ -85,15 +87,11 @@ class Mamba2(nn.Module):
             self.dt_bias.copy_(dt + torch.log(-torch.expm1(-dt)))  # softplus(dt_bias) = dt
             self.D.fill_(1.0)
             self.norm.weight.fill_(1.0)
-
-    def zero_padding_rows(self) -> None:
-        """Zero in_proj's alignment rows (see the module docstring): zero they stay."""
-        with torch.no_grad():
             self.in_proj.weight[self.proj_dim:].zero_()
 
     def forward(self, u: torch.Tensor) -> torch.Tensor:
         """u: [B, T, D] -> [B, T, D]."""
-        Bsz, T, _ = u.shape
+        T = u.shape[1]
         z, xBC, dt = self.in_proj(u)[..., :self.proj_dim].split(
             (self.d_inner, self.conv_dim, self.heads), dim=-1)
         # causal depthwise conv: padded K - 1 on both sides, keep the first T outputs
