@@ -2,8 +2,9 @@
 equal to eager on adversarial inputs, and the SR stream ids are runtime inputs: a new step
 changes the random bits without recompiling.
 
-One compiled graph per (spec, dtype, shape); the adversarial tensors of a test share one
-shape so each spec compiles once per dtype. The SR spec is checked in fp32 only, on a shape
+One compiled graph per (spec, dtype), its sizes symbolic (a graph serves every layer's shape;
+shapes with partial blocks get a second one, with the padding); the adversarial tensors of a
+test share one shape so each spec compiles once per dtype. The SR spec is checked in fp32 only, on a shape
 without partial 16-blocks: inductor needs ~35 s (fp32, [64, 48]) to ~100 s ([64, 40]) of
 Scheduler.codegen for its fused hash kernel on this CPU; bf16 and padding are covered by
 the other specs.
@@ -127,3 +128,20 @@ def test_compiled_sr_new_step_new_bits_no_recompile():
     for step in (1, 2):
         assert_bitwise(outs[step], fake_quantize(x, SR_SPEC, seed=1, stream=Stream(step=step)))
     assert not torch.equal(outs[1], outs[2])
+
+
+def test_compiled_one_graph_serves_every_shape():
+    """Layers of other shapes reuse the graph of the first (sizes are symbols, so a model
+    compiles one graph per spec, not per layer shape), square or not, with the eager bits."""
+    spec = QuantSpec("nvfp4", axis=0, rht=16)  # the Wgrad operand: blocks along tokens
+    shapes = [(64, 64), (32, 80), (128, 16), (48, 208)]
+    fake_quantize_parts(adversarial("ties", torch.float32, shapes[0]), spec, backend="compiled")
+    graphs = counters["stats"]["unique_graphs"]
+    with torch._dynamo.config.patch(error_on_recompile=True):
+        for shape in shapes[1:]:
+            x = adversarial("range", torch.float32, shape)
+            compiled = fake_quantize_parts(x, spec, seed=3, backend="compiled")
+            eager = fake_quantize_parts(x, spec, seed=3)
+            assert_bitwise(compiled[0], eager[0])
+            assert_bitwise(compiled[1], eager[1])
+    assert counters["stats"]["unique_graphs"] == graphs

@@ -47,12 +47,20 @@ def make_spec(fmt: str | QuantSpec = "nvfp4", **kwargs) -> QuantSpec:
     return QuantSpec(fmt=fmt, **kwargs)
 
 
+def _blocked_index(spec: QuantSpec, x: torch.Tensor, multiple: int):
+    """The row-major index of each element of x, in the blocked view (padding: index 0).
+    int32 while it fits: the hash works on int32 and takes indices modulo 2^32 (``rng``), so
+    an int64 index would only be converted, element by element."""
+    dtype = torch.int32 if x.numel() <= torch.iinfo(torch.int32).max else torch.int64
+    index = torch.arange(x.numel(), dtype=dtype, device=x.device).view(x.shape)
+    return to_blocks(pad(index, spec.layout, multiple), spec.layout)
+
+
 def _rounder(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor | None, multiple: int):
     """The E2M1 magnitude rounding for spec, with SR bits laid out like the blocked view."""
     if spec.rounding == "rne":
         return e2m1.round_rne
-    index = torch.arange(x.numel(), device=x.device).view(x.shape)
-    bits = random_bits(to_blocks(pad(index, spec.layout, multiple), spec.layout)[0], key)
+    bits = random_bits(_blocked_index(spec, x, multiple)[0], key)
     sr = e2m1.round_sr_hw8 if spec.sr_mode == "hw8" else e2m1.round_sr_exact
     return functools.partial(sr, bits=bits)
 
@@ -60,8 +68,7 @@ def _rounder(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor | None, multipl
 def _block_bits(spec: QuantSpec, x: torch.Tensor, key: torch.Tensor, multiple: int):
     """Random bits per block (MS-EDEN's scale rounding): those of each block's first element,
     laid out like the block scales."""
-    index = torch.arange(x.numel(), device=x.device).view(x.shape)
-    blocks, dims = to_blocks(pad(index, spec.layout, multiple), spec.layout)
+    blocks, dims = _blocked_index(spec, x, multiple)
     return random_bits(blocks.narrow(dims[0], 0, 1), key)
 
 
@@ -149,7 +156,7 @@ def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
 
 @functools.cache
 def _compiled(spec: QuantSpec, parts: bool = False):
-    # Every spec and input shape/dtype is one more graph of the same Python function, and
+    # Every spec and input rank/dtype is one more graph of the same Python function, and
     # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
     # emulate_precision_casts: without it inductor keeps a fused .to(bfloat16) (the RHT
@@ -157,6 +164,22 @@ def _compiled(spec: QuantSpec, parts: bool = False):
     fn = _fake_quantize_parts if parts else _fake_quantize_fp32
     return torch.compile(functools.partial(fn, spec=spec), fullgraph=True,
                          dynamic=False, options={"emulate_precision_casts": True})
+
+
+def _any_size(x: torch.Tensor) -> torch.Tensor:
+    """A view of x whose sizes the compiled graph takes as symbols, so that one graph per
+    spec serves every layer's shape: a ``nano`` NVFP4 run compiles 6 graphs, its backend
+    self-test's included, where the training shapes alone took 14, and ~40 s sooner, at the
+    same time per call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block and RHT sizes stay
+    constants, so the inner loops are still unrolled and vectorised. Marking a view leaves
+    the caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm, the
+    backend self-test) the view is detached: a master weight's requires_grad would otherwise
+    be one more graph. (``dynamic=True`` on the whole function, which also makes its scalar
+    inputs symbolic, stopped gcc with an internal error on torch 2.13.)"""
+    v = x.view(x.shape) if torch.is_grad_enabled() else x.detach()
+    for d in range(v.dim()):
+        torch._dynamo.maybe_mark_dynamic(v, d)
+    return v
 
 
 def _check_backend(backend: str) -> None:
@@ -178,7 +201,7 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
         return _fake_quantize_fp32(x, key, signs, spec).to(x.dtype)
     # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
     # bf16 output sliced out of a padded block (wrong values in the partial block)
-    return _compiled(spec)(x, key, signs).to(x.dtype)
+    return _compiled(spec)(_any_size(x), key, signs).to(x.dtype)
 
 
 def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
@@ -196,4 +219,4 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     key, signs = runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
         return _fake_quantize_parts(x, key, signs, spec)
-    return _compiled(spec, parts=True)(x, key, signs)
+    return _compiled(spec, parts=True)(_any_size(x), key, signs)

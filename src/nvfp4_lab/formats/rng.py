@@ -80,7 +80,7 @@ def fmix32(h: torch.Tensor) -> torch.Tensor:
 def random_bits(index: torch.Tensor, key: torch.Tensor) -> torch.Tensor:
     """32 random bits per element.
 
-    index: int64 tensor of element indices (any shape); key: int64 [2] = (k0, k1), uint32
+    index: int32 or int64 tensor of element indices (any shape); key: int64 [2] = (k0, k1), uint32
     values. Returns an int32 tensor of index's shape holding the uint32 bits (mask after a
     right shift: ``(bits >> 24) & 0xFF`` is the top byte).
     """

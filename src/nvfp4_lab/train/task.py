@@ -133,7 +133,9 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
     val = df["val_loss"].dropna() if "val_loss" in df else []
     bpb = df["val_bpb"].dropna() if "val_bpb" in df else []
     trained = df.dropna(subset=["train_loss"]) if "train_loss" in df else df.iloc[:0]
-    steps = int(trained["step"].max()) if len(trained) else 0
+    # the trainer's count: a run shorter than train.log_every logs no row but trained its steps
+    steps = max(int(trained["step"].max()) if len(trained) else 0,
+                int(task.global_step) if task is not None else 0)
     seconds = time.perf_counter() - wall
     summary = {**base, "status": status, "error": error,
                "final_val_loss": float(val.iloc[-1]) if len(val) else None,

@@ -23,3 +23,14 @@ def test_statistics_land_in_the_row_of_their_step(composer, tmp_path):
     assert rows["step"].tolist() == [1, 5]
     assert rows[backward].notna().all().all()       # the backward of the same step, same row
     assert m.dropna(subset=backward)["step"].tolist() == [1, 5]
+
+
+def test_a_run_shorter_than_its_log_interval_counts_its_steps(composer, tmp_path):
+    # 3 steps, a row every 10 and no validation: no metrics row has a train loss, yet the
+    # summary (and the sweep table built from it) must say 3 steps were trained, not 0
+    cfg = composer([*fast(tmp_path, steps=3), "train.log_every=10", "train.val_every=10",
+                    "quant=bf16"])
+    summary = train(cfg, tmp_path / "run")
+    assert summary["status"] == "done", summary["error"]
+    assert (summary["steps"], summary["tokens"]) == (3, 3 * summary["tokens_per_step"])
+    assert summary["tokens_per_second"] > 0
