@@ -23,6 +23,7 @@ from ..data import DataConfig
 from ..model import ModelConfig
 from ..quant import cost, operand_plan
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
+from .progress import duration
 from .task import run_length, world_size
 
 
@@ -97,13 +98,13 @@ def preview(argv: list[str]) -> str:
              f"(--dry-run: nothing is run or written)",
              f"{'#':>3}  {'job':<44} {'steps':>6}  estimate"]
     for j in jobs:
-        est = (f"{_duration(j.seconds)} ({j.backend})" if j.seconds is not None
+        est = (f"{duration(j.seconds)} ({j.backend})" if j.seconds is not None
                else "never run here: no estimate")
         lines.append(f"{j.number:>3}  {j.distinct:<44} {j.steps:>6}  {est}")
     known = [j.seconds for j in jobs if j.seconds is not None]
     unknown = len(jobs) - len(known)
     if known:
-        lines.append(f"total ~{_duration(sum(known) / parallel)} for {len(known)} of "
+        lines.append(f"total ~{duration(sum(known) / parallel)} for {len(known)} of "
                      f"{len(jobs)} jobs" + (f"; {unknown} with a configuration never run on "
                                             f"this machine" if unknown else ""))
     else:
@@ -118,7 +119,3 @@ def _distinct(job: list[str], jobs: list[list[str]]) -> str:
     return ", ".join(varying or job) or "(defaults)"
 
 
-def _duration(seconds: float) -> str:
-    minutes = seconds / 60
-    return f"{seconds:.0f} s" if seconds < 90 else (
-        f"{minutes:.0f} min" if minutes < 90 else f"{minutes / 60:.1f} h")
