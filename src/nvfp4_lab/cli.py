@@ -125,7 +125,8 @@ def info(argv: list[str]) -> int:
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    print(f"cpu: {platform.machine()}, {torch.get_num_threads()} threads; cuda: {cuda}")
+    print(f"cpu: {platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
+          f"{torch.get_num_threads()} threads; cuda: {cuda}")
     print(f"formats: {', '.join(FORMATS)}")
     try:
         import nvfp4_kernels  # noqa: F401

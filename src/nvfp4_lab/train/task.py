@@ -176,7 +176,10 @@ def _last(df, col):
 def _device_name(tr: TrainerConfig) -> str:
     if tr.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return f"cpu ({platform.machine()}, {torch.get_num_threads()} threads)"
+    # the kernels' capability decides the order of float sums: two runs are bit-equal only
+    # where it matches (README, What is reproducible)
+    return (f"cpu ({platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
+            f"{torch.get_num_threads()} threads)")
 
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
