@@ -4,10 +4,10 @@ changes the random bits without recompiling.
 
 One compiled graph per (spec, dtype), its sizes symbolic (a graph serves every layer's shape;
 shapes with partial blocks get a second one, with the padding); the adversarial tensors of a
-test share one shape so each spec compiles once per dtype. The SR spec is checked in fp32 only, on a shape
-without partial 16-blocks: inductor needs ~35 s (fp32, [64, 48]) to ~100 s ([64, 40]) of
-Scheduler.codegen for its fused hash kernel on this CPU; bf16 and padding are covered by
-the other specs.
+test share one shape so each spec compiles once per dtype. The SR spec is checked in fp32 only,
+on a shape without partial 16-blocks: inductor needs ~35 s (fp32, [64, 48]) to ~100 s ([64, 40])
+of Scheduler.codegen for its fused hash kernel on this CPU; bf16 and padding are covered by the
+other specs.
 """
 from __future__ import annotations
 

@@ -167,15 +167,15 @@ def _compiled(spec: QuantSpec, parts: bool = False):
 
 
 def _any_size(x: torch.Tensor) -> torch.Tensor:
-    """A view of x whose sizes the compiled graph takes as symbols, so that one graph per
-    spec serves every layer's shape: a ``nano`` NVFP4 run compiles 6 graphs, its backend
-    self-test's included, where the training shapes alone took 14, and ~40 s sooner, at the
-    same time per call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block and RHT sizes stay
-    constants, so the inner loops are still unrolled and vectorised. Marking a view leaves
-    the caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm, the
-    backend self-test) the view is detached: a master weight's requires_grad would otherwise
-    be one more graph. (``dynamic=True`` on the whole function, which also makes its scalar
-    inputs symbolic, stopped gcc with an internal error on torch 2.13.)"""
+    """A view of x whose sizes the compiled graph takes as symbols, so that one graph per spec
+    serves every layer's shape: a ``nano`` NVFP4 run compiles 6 graphs, its backend self-test's
+    included, where the training shapes alone took 14, and ~40 s sooner, at the same time per
+    call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block and RHT sizes stay
+    constants, so the inner loops are still unrolled and vectorised. Marking a view leaves the
+    caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm, the backend
+    self-test) the view is detached: a master weight's requires_grad would otherwise be one more
+    graph. (``dynamic=True`` on the whole function, which also makes its scalar inputs symbolic,
+    stopped gcc with an internal error on torch 2.13.)"""
     v = x.view(x.shape) if torch.is_grad_enabled() else x.detach()
     for d in range(v.dim()):
         torch._dynamo.maybe_mark_dynamic(v, d)

@@ -22,8 +22,8 @@ from ..configs import conf_dir
 from ..data import DataConfig
 from ..model import ModelConfig
 from ..quant import cost, operand_plan
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 from .progress import duration
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 from .task import run_length, world_size
 
 
@@ -117,5 +117,3 @@ def _distinct(job: list[str], jobs: list[list[str]]) -> str:
     """The overrides of ``job`` that differ between jobs (all of them for a single run)."""
     varying = [o for o in job if any(o not in other for other in jobs)]
     return ", ".join(varying or job) or "(defaults)"
-
-
