@@ -143,15 +143,31 @@ def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,
                    x.shape, signs)
 
 
-def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec) -> torch.Tensor:
+# Both also return NVFP4's E4M3 block scales, which the public functions drop. Under
+# torch.compile that matters: a graph output is stored once, so inductor computes each block's
+# scale in one pass over the n/16 blocks, where otherwise it recomputes it (a chain of divisions
+# and an E4M3 conversion per block) in every pass over the elements that reads it; the SR graphs
+# run up to three such passes. Same bits, up to 38 % less time per call. MX and FP8 scales are
+# cheap to recompute (bit operations, one multiply), and storing them measured slower
+# (benchmarks/RESULTS.md, E4M3 block scales as a graph output).
+
+
+def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec):
+    """-> (fake-quantized x in fp32, E4M3 block scales or None)."""
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
-    return dequantize_blocks(values, spec, scales, amax, x.shape)
+    return dequantize_blocks(values, spec, scales, amax, x.shape), _as_output(scales)
 
 
 def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
+    """-> (local, amax, E4M3 block scales or None); see ``fake_quantize_parts``."""
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     local = decode_local(values, spec, scales, x.shape)
-    return local, store_amax(amax, spec)
+    return local, store_amax(amax, spec), _as_output(scales)
+
+
+def _as_output(scales: torch.Tensor | None) -> torch.Tensor | None:
+    """The scales worth storing from a compiled graph (see above): E4M3 only."""
+    return scales if scales is not None and scales.dtype == torch.float8_e4m3fn else None
 
 
 @functools.cache
@@ -198,10 +214,12 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
     spec = make_spec(spec, **spec_fields)
     key, signs = runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
-        return _fake_quantize_fp32(x, key, signs, spec).to(x.dtype)
+        out, _ = _fake_quantize_fp32(x, key, signs, spec)
+    else:
+        out, _ = _compiled(spec)(_any_size(x), key, signs)
     # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
     # bf16 output sliced out of a padded block (wrong values in the partial block)
-    return _compiled(spec)(_any_size(x), key, signs).to(x.dtype)
+    return out.to(x.dtype)
 
 
 def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
@@ -218,5 +236,7 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     spec = make_spec(spec, **spec_fields)
     key, signs = runtime_inputs(x, spec, seed, stream, signs)
     if backend == "eager":
-        return _fake_quantize_parts(x, key, signs, spec)
-    return _compiled(spec, parts=True)(_any_size(x), key, signs)
+        local, amax, _ = _fake_quantize_parts(x, key, signs, spec)
+    else:
+        local, amax, _ = _compiled(spec, parts=True)(_any_size(x), key, signs)
+    return local, amax
