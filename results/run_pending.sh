@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run every paper ablation not yet published under results/, in the index's order, at the lab
-# scale (conf/scale/lab.yaml: one thread per training, so one core stays free), and publish
-# each as it finishes (nvfp4-lab publish: its small files, its report, the index).
+# Run every paper ablation not yet published under results/, in the index's order, then the
+# comparisons beyond the paper (recipes), at the lab scale (conf/scale/lab.yaml: one thread per
+# training, so one core stays free), and publish each as it finishes (nvfp4-lab publish: its
+# small files, its report, the index).
 #
 #   nohup bash results/run_pending.sh > outputs/lab.log 2>&1 &     # all pending, in order
 #   bash results/run_pending.sh rht_signs                           # just these
@@ -13,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 ablations=("$@")
 if [ ${#ablations[@]} -eq 0 ]; then
-  read -r -a ablations <<< "$(python -c 'from nvfp4_lab.analysis.index import ABLATIONS; print(*ABLATIONS)')"
+  read -r -a ablations <<< "$(python -c 'from nvfp4_lab.analysis.index import ABLATIONS, BEYOND_PAPER; print(*ABLATIONS, *BEYOND_PAPER)')"
 fi
 for a in "${ablations[@]}"; do
   if [ -e "results/$a" ]; then echo "results/$a: published, skipped"; continue; fi

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from nvfp4_lab.analysis.index import ABLATIONS, claim_verdict, publish, write_index
+from nvfp4_lab.analysis.index import ABLATIONS, BEYOND_PAPER, claim_verdict, write_index
 from nvfp4_lab.analysis.paper import Claim, load_paper
 from nvfp4_lab.cli import main
 
@@ -187,6 +187,24 @@ def test_publish_refuses_unfinished_and_unknown_sweeps(tmp_path, capsys):
     assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
     assert "not finished" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_comparisons_beyond_the_paper_are_published_and_indexed(results, tmp_path):
+    """The recipes sweep is pending with its claims, then, published (the fixture's formats
+    runs under its name: its claims on arms it lacks are not run), checked like an ablation."""
+    assert BEYOND_PAPER == ("recipes",)
+    pending = next(li for li in write_index(results).read_text().splitlines()
+                   if li.startswith("| recipes |"))
+    assert "**pending**" in pending
+    assert all(f"`{c}`" in pending for c in load_paper("recipes").claims)
+    assert main(["publish", str(make_sweep(tmp_path, name="recipes")), "--to",
+                 str(results)]) == 0
+    readme = write_index(results).read_text()
+    check_rows(results, "recipes", rows(readme))
+    assert "1 of 1 published; claims: 1 reproduced, 1 not resolved, 2 not run." in readme
+    # the paper's table and tally are the ablations' alone
+    assert f"2 of {len(ABLATIONS)} ablations published" in readme
+    assert "claims: 1 reproduced, 1 consistent, 1 not resolved, 1 contradicted." in readme
 
 
 def test_index_of_a_missing_directory_is_one_line(tmp_path, capsys):
