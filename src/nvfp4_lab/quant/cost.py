@@ -3,9 +3,9 @@
 Both CPU backends compute the same bits; they differ in what they cost. ``reference`` (eager
 PyTorch) starts at once but runs each step at several times the BF16 step; ``compiled``
 (torch.compile of the same functions) runs a step in about 0.6 of the reference's time at
-``nano`` but first compiles every quantizer of the recipe: about 90-100 s on a cold cache
-(``nano``, the self-test's graphs included), seconds once the graphs are in the
-machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's
+``nano`` but first compiles every quantizer of the recipe: about 40 s on a cold cache
+(``nano``, the self-test's graphs included), and ~8 s of re-tracing once the graphs are in
+the machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's
 length and on what this machine has already compiled, so ``auto`` decides from timings this
 machine measured:
 
@@ -29,11 +29,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-# measured with benchmarks/bench_run.py at nano, 2026-12-01 (RESULTS.md): wall time of a
-# cold-cache compiled run minus a warm one (NVFP4 86 s on 2 threads, 104 s on one), and
+# measured with benchmarks/bench_run.py at nano (RESULTS.md): the start-up a cold-cache
+# compiled run adds to an eager one, its compile (cold minus warm wall: NVFP4 39-43 s on one
+# thread since one graph serves every shape, 2026-12-02) plus the warm re-tracing (~8 s); and
 # compiled over reference ms/step (NVFP4 0.61 on one thread after the eager quantizers lost
-# torch.where; FP8 ~1.1, learnt once measured)
-COLD_COMPILE_S = 100.0
+# torch.where, 2026-12-01; FP8 ~1.1, learnt once measured)
+COLD_COMPILE_S = 50.0
 COMPILED_STEP_RATIO = 0.6
 CPU_BACKENDS = ("reference", "compiled")
 
