@@ -94,6 +94,10 @@ class LMTask(L.LightningModule):
         self.backend_reason: str | None = None   # why backend=auto chose it (CPU)
         self.cost_key: cost.RunKey | None = None  # a CPU run's timing goes to quant.cost
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
+        self.start_step = 0  # the step this process started at: > 0 when resumed
+
+    def on_train_start(self) -> None:
+        self.start_step = self.global_step  # restored from the checkpoint by now
 
     def setup(self, stage: str) -> None:
         # The data-parallel rank keys the SR bits of activations and gradients (not weights),

@@ -137,6 +137,8 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
     steps = max(int(trained["step"].max()) if len(trained) else 0,
                 int(task.global_step) if task is not None else 0)
     seconds = time.perf_counter() - wall
+    # what this process trained: a resumed run's wall time covers only its own steps
+    run_here = steps - (task.start_step if task is not None else 0)
     summary = {**base, "status": status, "error": error,
                "final_val_loss": float(val.iloc[-1]) if len(val) else None,
                "best_val_loss": float(val.min()) if len(val) else None,
@@ -144,13 +146,13 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
                "final_train_loss": _last(df, "train_loss"),
                "steps": steps, "tokens": steps * tokens_per_step,
                "wall_seconds": round(seconds, 2),
-               "tokens_per_second": round(steps * tokens_per_step / seconds, 1)
+               "tokens_per_second": round(run_here * tokens_per_step / seconds, 1)
                if seconds else None,
                "backend": getattr(task and task.report, "backend", None),
                "backend_reason": getattr(task, "backend_reason", None),
                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     if status == "done" and getattr(task, "cost_key", None) is not None:
-        _record_timing(task, df, steps, seconds, summary["backend"])
+        _record_timing(task, df, run_here, seconds, summary["backend"])
     rundir.write_summary(out, summary)
     print(f"{out}: {status}" + (f" ({error})" if error else "")
           + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
@@ -158,9 +160,11 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
 
 
 def _record_timing(task, df, steps: int, seconds: float, backend: str) -> None:
-    """A finished CPU run's steady ms/step (median logged rate after the first interval, which
-    holds any compilation) and start-up seconds, for ``backend=auto`` (``quant.cost``)."""
-    rates = df["tokens_per_second"].dropna().tolist()[1:] if "tokens_per_second" in df else []
+    """A finished CPU run's steady ms/step (median logged rate after the first interval of this
+    process, which holds any compilation) and start-up seconds (``seconds`` less ``steps``
+    steady steps, both this process's), for ``backend=auto`` (``quant.cost``)."""
+    here = df[df["step"] >= task.start_step] if "step" in df else df
+    rates = here["tokens_per_second"].dropna().tolist()[1:] if "tokens_per_second" in df else []
     if backend not in cost.CPU_BACKENDS or len(rates) < 2:
         return
     ms = 1000 * task.tokens_per_step / statistics.median(rates)
