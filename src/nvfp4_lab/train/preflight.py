@@ -19,9 +19,9 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import re
+import sys
 
 import torch
-
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
@@ -40,16 +40,18 @@ _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
 
 
 def check(argv: list[str]) -> str | None:
-    """None when every job of the command line composes into valid configs, else one line."""
+    """None when every job of the command line composes into valid configs, else one line.
+    Arms of an ablation that would train the very same thing are warned about on stderr."""
     overrides = [a for a in argv if not a.startswith("-")]
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as err:
         return _first_line(err)
     register()
+    warned: set[str] = set()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
         for trial in _trials(parsed):
-            problem = _problem(trial)
+            problem = _problem(trial, warned)
             if problem:
                 return problem
     return None
@@ -71,12 +73,13 @@ def _trials(parsed) -> list[list[str]]:
     return trials
 
 
-def _problem(trial: list[str]) -> str | None:
+def _problem(trial: list[str], warned: set[str]) -> str | None:
     try:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
         return _explain(err, trial)
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
+    trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
     for arm in arms:
         try:
             trial_cfg = cfg.copy()
@@ -86,25 +89,49 @@ def _problem(trial: list[str]) -> str | None:
             recipe = recipe_of(trial_cfg.quant)
             model = plain(trial_cfg.model, ModelConfig)
             data = plain(trial_cfg.data, DataConfig)
-            plain(trial_cfg.train, TrainConfig)
+            train = plain(trial_cfg.train, TrainConfig)
             plain(trial_cfg.trainer, TrainerConfig)
-            check_fit(model, data, recipe)
+            quantized = check_fit(model, data, recipe)
         except (ValueError, TypeError, OmegaConfBaseException) as err:
             return (f"arm {arm}: " if arm is not None and len(arms) > 1 else "") + \
                 _first_line(err)
+        if len(arms) > 1:
+            _warn_if_repeated(arm, (model, data, train, _effective(recipe, quantized)),
+                              trains, warned)
     return None
 
 
-def check_fit(model: ModelConfig, data: DataConfig, recipe) -> None:
-    """Raise ValueError when the recipe cannot quantize the model's linear layers (a width
-    that its blocks or RHT size do not divide): the model is built on the meta device (no
-    memory, no time) and converted with the reference backend (nothing compiled)."""
+def _effective(recipe, quantized: list[str]) -> str:
+    """A recipe as it acts on one model: its fields, with the name and the rule that picks
+    the high-precision layers replaced by the layers it quantizes."""
+    no_rule = {"first": 0, "last": 0, "names": []}
+    return repr((recipe.replace(name="effective", high_precision=no_rule), quantized))
+
+
+def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set[str]) -> None:
+    """Warn (once) when ``arm`` trains what an earlier arm does: its runs would repeat that
+    arm's bit for bit, e.g. a fraction of blocks kept in BF16 that rounds to the same blocks
+    on a small model (components' fewer_bf16_blocks on nano)."""
+    key = repr(what)
+    first = trains.setdefault(key, arm)
+    message = (f"nvfp4-lab: warning: arm {arm} trains exactly what arm {first} does on this "
+               f"model (same layers, same numerics), so its runs repeat {first}'s; change "
+               f"the arm (e.g. quant.high_precision) if the two should differ")
+    if first != arm and message not in warned:
+        warned.add(message)
+        print(message, file=sys.stderr)
+
+
+def check_fit(model: ModelConfig, data: DataConfig, recipe) -> list[str]:
+    """The names of the linear layers the recipe quantizes; ValueError when it cannot quantize
+    them (a width that its blocks or RHT size do not divide): the model is built on the meta
+    device (no memory, no time) and converted with the reference backend (nothing compiled)."""
     if model.vocab_size == 0:   # as the data module will set it; no linear layer depends on it
         model = dataclasses.replace(model, vocab_size=256 if data.tokenizer == "bytes"
                                     else data.vocab_size)
     with torch.device("meta"):
         net = build_model(model)
-    convert(net, recipe, backend=Backend())
+    return convert(net, recipe, backend=Backend()).quantized
 
 
 def _explain(err: ConfigCompositionException, trial: list[str]) -> str:

@@ -78,3 +78,14 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
     assert [j[-1] for j in jobs[:2]] == ["model.lr=0.001", "model.lr=0.002"]
     text = preview(["+ablation=smoke"])
     assert text.startswith("4 jobs, 1 at a time") and text.count("never run here") == 4
+
+
+@pytest.mark.parametrize("model, repeated", [("nano", True), ("small", False)])
+def test_arms_that_train_the_same_thing_are_warned_about(model, repeated, capsys):
+    """components' fewer_bf16_blocks keeps the last 10% of blocks in BF16, full the last 20%:
+    on nano's 5 blocks both are the last block, on small's 10 they are 1 and 2 blocks."""
+    assert check(["+ablation=components", f"model={model}", "seed=0,1"]) is None
+    err = capsys.readouterr().err
+    warning = "warning: arm fewer_bf16_blocks trains exactly what arm full does"
+    assert (warning in err) == repeated, err
+    assert err.count("warning:") == int(repeated)     # once, though two seeds were tried
