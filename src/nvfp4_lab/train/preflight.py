@@ -101,11 +101,11 @@ def _problem(trial: list[str], warned: set[str]) -> str | None:
     return None
 
 
-def _effective(recipe, quantized: list[str]) -> str:
+def _effective(recipe, quantized: list[str]) -> tuple:
     """A recipe as it acts on one model: its fields, with the name and the rule that picks
     the high-precision layers replaced by the layers it quantizes."""
     no_rule = {"first": 0, "last": 0, "names": []}
-    return repr((recipe.replace(name="effective", high_precision=no_rule), quantized))
+    return recipe.replace(name="effective", high_precision=no_rule), tuple(quantized)
 
 
 def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set[str]) -> None:
