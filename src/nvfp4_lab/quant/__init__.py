@@ -29,7 +29,7 @@ The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
 
 ``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16) and
 the later ones (nvfp4_4over6, nvfp4_row_scaled, quartet_ii).
-``operand_plan(recipe)`` turns a recipe into six operand quantizers; ``QuantLinear``
+``operand_plan(recipe)`` (``plan.py``) turns a recipe into six operand quantizers; ``QuantLinear``
 (``linear.py``) executes them through the autograd Function of ``gemm.py``, which multiplies
 exactly representable operands in FP32 and applies the tensor scales to the output, as a
 block-scaled tensor core does. ``convert(model, recipe)`` swaps the chosen layers and reports
@@ -50,19 +50,17 @@ What is done differently from the paper and Transformer Engine, and why:
 from .backends import Backend, BackendError, make_backend, resolve, self_test
 from .convert import Report, convert, find_blocks, layer_stats, quant_layers, quant_state
 from .linear import QuantLinear, QuantState
+from .plan import Operand, operand_plan, switched_plan
 from .presets import PRESETS, preset
 from .recipe import (
     GROUPS,
     OPERANDS,
     FourOverSix,
     HighPrecision,
-    Operand,
     Recipe,
     RHTConfig,
     Switch,
     from_dict,
-    operand_plan,
-    switched_plan,
     to_dict,
 )
 

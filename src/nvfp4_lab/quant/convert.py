@@ -25,7 +25,8 @@ from torch import nn
 
 from . import backends
 from .linear import QuantLinear, QuantState
-from .recipe import OPERANDS, Recipe, operand_plan, to_dict
+from .plan import operand_plan
+from .recipe import OPERANDS, Recipe, to_dict
 
 
 @dataclass

@@ -4,7 +4,7 @@
     Dgrad  dX = dY . W     dY: [M, N]                                -> dX: [M, K]
     Wgrad  dW = dY^T . X                                             -> dW: [N, K]
 
-Each operand goes through its own quantizer (``recipe.operand_plan``) and becomes
+Each operand goes through its own quantizer (``plan.operand_plan``) and becomes
 ``Parts``: the element values times their block scales (exact: an E2M1 value times an E4M3
 or E8M0 scale fits in BF16), plus NVFP4's tensor amax. The GEMM multiplies the parts with
 FP32 accumulation, always at full FP32 precision (``full_fp32``), and applies one alpha from

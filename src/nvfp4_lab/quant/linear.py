@@ -26,7 +26,8 @@ from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm, local_dtype
-from .recipe import AXIS, GEMMS, GemmPlan, Recipe, gemm_of, operand_plan, switched_plan
+from .plan import GemmPlan, operand_plan, switched_plan
+from .recipe import AXIS, GEMMS, Recipe, gemm_of
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The recipe: which operand of which GEMM gets which treatment, in which layers, when.
 
 A ``Recipe`` is plain data (it is what ``conf/quant/*.yaml`` holds) and every field is
-validated when it is built, naming the field and the allowed values. ``operand_plan`` turns
-it into six per-operand decisions, the ``GemmPlan`` that a ``QuantLinear`` executes.
+validated when it is built, naming the field and the allowed values. ``plan.operand_plan``
+turns it into six per-operand decisions, the ``GemmPlan`` that a ``QuantLinear`` executes.
 
 The six operands (docs/experiments.md, The recipe), with X: [tokens, in], W: [out, in] and
 dY: [tokens, out]:
@@ -29,7 +29,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from ..formats import QuantSpec, RHTSpec
+from ..formats import RHTSpec
 from ..formats.four_over_six import ERRORS, LIMITS
 from ..formats.hadamard import SIGN_POLICIES, check_size
 from ..formats.spec import SR_MODES, _choice
@@ -269,6 +269,7 @@ class Recipe:
         self._check_four_over_six()
         self._check_row_scaled()
         self._check_ms_eden()
+        from .plan import operand_plan  # plan.py builds on this module
         operand_plan(self)  # every remaining inconsistency fails here, not mid-training
 
     def _check_four_over_six(self) -> None:
@@ -389,75 +390,3 @@ def to_dict(recipe: Recipe) -> dict:
     d["row_scaled"], d["ms_eden"] = list(recipe.row_scaled), list(recipe.ms_eden)
     d["four_over_six"]["operands"] = list(recipe.four_over_six.operands)
     return d
-
-
-@dataclass(frozen=True)
-class Operand:
-    """One GEMM operand: its quantizer (None: high precision), the RHT applied to it (also
-    when it is not quantized, so that the transform cancels in the product), whether it
-    reuses the quantization of another operand (2D or same-dim blocks), and the operand
-    whose random stream it draws from (itself unless it stands in for a reused one)."""
-
-    spec: QuantSpec | None = None
-    rht: RHTSpec | None = None
-    reuse: str | None = None
-    stream_as: str | None = None
-
-    def describe(self) -> str:
-        if self.reuse:
-            return f"= {self.reuse}"
-        rht = f" rht{self.rht.size}/{self.rht.signs}" if self.rht else ""
-        if self.spec is None:
-            return "high precision" + rht
-        s = self.spec
-        block = "x".join(map(str, s.block)) if s.block else "tensor"
-        rounding = s.rounding + (f"/{s.sr_mode}" if s.rounding == "sr" else "")
-        four6 = f" 4/6-{s.four_over_six} L={s.e4m3_limit}" if s.four_over_six else ""
-        rows = " amax/row" if s.amax == "row" else ""
-        return f"{s.fmt} {block} axis={s.axis} {rounding}{four6}{rows}{rht}"
-
-
-GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
-
-
-def operand_plan(recipe: Recipe) -> GemmPlan:
-    """The six operands of a quantized layer under ``recipe``."""
-    rht = recipe.rht.spec if recipe.rht.gemms else None
-    reused = {second: first for _, key, first, second in TENSORS
-              if getattr(recipe, key) != "1d"}
-    plan = {}
-    for op in OPERANDS:
-        op_rht = rht if gemm_of(op) in recipe.rht.gemms else None
-        if op in reused:
-            plan[op] = Operand(reuse=reused[op])
-        elif recipe.format == "bf16" or op not in recipe.quantize:
-            plan[op] = Operand(None, op_rht)
-        else:
-            plan[op] = Operand(_spec(recipe, op, op_rht), op_rht)
-    return plan
-
-
-def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
-    """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
-    An operand that reused a now-unquantized one gets that operand's quantizer and stream
-    (a forward-only switch keeps the 2D weight that Dgrad sees)."""
-    out = {op: Operand() if switch.off(gemm_of(op)) else o for op, o in plan.items()}
-    for op, o in out.items():
-        if o.reuse and switch.off(gemm_of(o.reuse)):
-            out[op] = dataclasses.replace(plan[o.reuse], stream_as=o.reuse)
-    return out
-
-
-def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
-    fmt, _ = ELEMENT[recipe.format]
-    b = recipe.element_block
-    two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
-    four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None
-    return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=AXIS[op],
-                     rounding=("sr" if op in recipe.sr else
-                               "ms_eden" if op in recipe.ms_eden else "rne"),
-                     sr_mode=recipe.sr_mode,
-                     mx_scale=recipe.mx_scale, rht=rht,
-                     four_over_six=four6.error if four6 else None,
-                     e4m3_limit=four6.e4m3_limit if four6 else None,
-                     amax="row" if op in recipe.row_scaled else "tensor")
