@@ -18,15 +18,20 @@ dimensions, tokens per step, threads and torch version (``RunKey``). A backend n
 measured for the key is estimated from the other: compiled steps at half the reference's
 (measured at ``nano``: 0.61), a reference step at 1/0.6 the compiled one, and a compiled
 start-up of ``COLD_COMPILE_S`` when it never ran for the key (cold cache), else the measured
-one. With nothing measured, ``auto`` runs the reference (no compile) and says so; the next run
-can then compare. The choice and its reason are printed and stored in ``summary.json``.
+one. With neither backend measured for the key, the BF16 step of the same model and batch, if
+this machine ran one, bounds the reference's step from below (the reference does BF16's work
+and quantizes on top): when even at that bound compiling would pay for itself within the run,
+``auto`` compiles. A sweep on a fresh machine, whose BF16 arm runs first, thus compiles its
+first long FP4 run instead of spending it on the reference. With nothing at all measured,
+``auto`` runs the reference (no compile) and says so; the next run can then compare. The choice
+and its reason are printed and stored in ``summary.json``.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 # measured with benchmarks/bench_run.py at nano (RESULTS.md): the start-up a cold-cache
@@ -37,6 +42,7 @@ from pathlib import Path
 COLD_COMPILE_S = 50.0
 COMPILED_STEP_RATIO = 0.6
 CPU_BACKENDS = ("reference", "compiled")
+NO_SPECS = repr([])   # run_key's specs for a run that quantizes nothing (BF16)
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,13 @@ def _rates(key: RunKey, path: Path | None) -> tuple[float, float, float, str] | 
                                       "estimated from one measured backend")
 
 
+def _bf16_ms(key: RunKey, path: Path | None) -> float | None:
+    """The fastest BF16 step this machine measured for ``key``'s model, batch, threads and
+    torch, whichever backend ran it; None if it never ran one."""
+    bf16 = load(path).get(str(replace(key, specs=NO_SPECS)), {})
+    return min((t.ms_per_step for t in bf16.values()), default=None)
+
+
 def finish_times(key: RunKey, steps: int, path: Path | None = None) -> dict[str, float] | None:
     """Seconds each CPU backend would take for ``steps`` steps (the start-up both share is
     left out), from this machine's timings; None when neither was ever measured for ``key``."""
@@ -133,6 +146,14 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
     """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
     rates = _rates(key, path)
     if rates is None:
+        floor = _bf16_ms(key, path)
+        saved = None if floor is None else steps * floor * (1 - COMPILED_STEP_RATIO) / 1000
+        if saved is not None and saved > COLD_COMPILE_S:
+            return Choice("compiled", f"{steps} steps, no timings for this recipe yet: at "
+                          f"this machine's BF16 step for this model and batch ({floor:.0f} "
+                          f"ms), the least a reference step costs, compiling saves at least "
+                          f"~{saved:.0f} s against ~{COLD_COMPILE_S:.0f} s of cold compile; "
+                          f"this run's timing is recorded for the next")
         return Choice("reference", "no timings measured on this machine for this recipe, "
                       "model and batch yet: reference (nothing to compile); this run's timing "
                       "is recorded for the next")

@@ -21,6 +21,31 @@ def test_nothing_measured_runs_the_reference_and_says_why(ledger):
     assert choice.backend == "reference" and "no timings measured" in choice.reason
 
 
+BF16_KEY = cost.RunKey(cost.NO_SPECS, "model", 2048, 2, "2.13.0")
+
+
+@pytest.mark.parametrize("steps, best", [(400, "reference"), (450, "compiled")])
+def test_a_bf16_step_bounds_an_unmeasured_reference(ledger, steps, best):
+    """Only BF16 ran for this model and batch, at 300 ms/step (compiled; 310 on the
+    reference): a reference step costs at least 300 ms, so compiling saves at least
+    0.4 x 300 ms a step, 48 s over 400 steps (less than the 50 s cold compile) and 54 s over
+    450 (more)."""
+    cost.record(BF16_KEY, "compiled", cost.Timing(300.0, 6.0), ledger)
+    cost.record(BF16_KEY, "reference", cost.Timing(310.0, 2.0), ledger)
+    choice = cost.choose(KEY, steps, ledger)
+    assert choice.backend == best
+    if best == "compiled":
+        assert "BF16 step" in choice.reason and "(300 ms)" in choice.reason
+        assert f"~{steps * 0.3 * (1 - cost.COMPILED_STEP_RATIO):.0f} s" in choice.reason
+    other_model = cost.RunKey("specs", "other model", 2048, 2, "2.13.0")
+    assert cost.choose(other_model, steps, ledger).backend == "reference"
+    assert cost.finish_times(KEY, steps, ledger) is None     # estimates stay measured-only
+
+
+def test_run_key_of_no_quantizer_is_the_bf16_key():
+    assert cost.run_key([], "model", 2048, 2).specs == cost.NO_SPECS
+
+
 @pytest.mark.parametrize("steps, best", [(100, "reference"), (1000, "compiled")])
 def test_compiled_estimated_from_a_measured_reference(ledger, steps, best):
     """reference 1000 ms/step; compiled estimated at 600 ms/step after a 50 s cold compile:
