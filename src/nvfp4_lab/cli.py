@@ -43,16 +43,15 @@ def shared_run_dir(argv: list[str]) -> list[str]:
 def run(argv: list[str]) -> int:
     """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` per job."""
     import hydra
+    import torch
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
     from .train import preflight
-    from .train.schema import register
     from .train.progress import SweepPosition
+    from .train.schema import register
     from .train.sweep import SWEEP_JOBS, SweepSummary
     from .train.task import train
-
-    import torch
 
     # the cores a sweep's workers divide (theirs may start capped): train/threads.py
     os.environ.setdefault("NVFP4_LAB_CORES", str(torch.get_num_threads()))

@@ -32,7 +32,6 @@ from .paper import PaperResult, load_paper, paper_ordering_agrees
 from .stats import recipe_table
 
 
-
 def choose_baseline(labels: list[str], requested: str | None,
                     paper: PaperResult | None) -> str:
     """The caller's baseline (must exist), else the paper's reference arm, else bf16, else the

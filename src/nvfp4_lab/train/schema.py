@@ -30,8 +30,8 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from ..data import DataConfig
-from ..model import ModelConfig
 from ..formats.four_over_six import ERRORS
+from ..model import ModelConfig
 from ..quant import from_dict, preset, to_dict
 from ..quant.recipe import (
     BACKENDS,

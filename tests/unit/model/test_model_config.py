@@ -10,7 +10,6 @@ import torch
 from nvfp4_lab.model import MODEL_PRESETS, ModelConfig, Transformer, model_preset
 from nvfp4_lab.model import presets as presets_module
 
-
 TRANSFORMERS = [n for n, c in MODEL_PRESETS.items() if not c.pattern]
 
 
