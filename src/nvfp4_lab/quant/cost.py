@@ -23,8 +23,10 @@ this machine ran one, bounds the reference's step from below (the reference does
 and quantizes on top): when even at that bound compiling would pay for itself within the run,
 ``auto`` compiles. A sweep on a fresh machine, whose BF16 arm runs first, thus compiles its
 first long FP4 run instead of spending it on the reference. With nothing at all measured,
-``auto`` runs the reference (no compile) and says so; the next run can then compare. The choice
-and its reason are printed and stored in ``summary.json``.
+``auto`` starts on the reference (no compile) and times its first steps; the training's
+``BackendProbe`` (``train/backend_probe.py``) then switches to compiled if that pays for the
+rest of the run. The choice, its reason and any switch are printed and stored in
+``summary.json``.
 """
 from __future__ import annotations
 
@@ -70,6 +72,7 @@ class Timing:
 class Choice:
     backend: str
     reason: str
+    probe: bool = False   # nothing known: time the reference's first steps, then decide
 
 
 def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
@@ -155,8 +158,9 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
                           f"~{saved:.0f} s against ~{COLD_COMPILE_S:.0f} s of cold compile; "
                           f"this run's timing is recorded for the next")
         return Choice("reference", "no timings measured on this machine for this recipe, "
-                      "model and batch yet: reference (nothing to compile); this run's timing "
-                      "is recorded for the next")
+                      "model and batch yet: starts on the reference (nothing to compile) and "
+                      "times its first steps to decide whether compiling pays for the rest",
+                      probe=True)
     ref_ms, comp_ms, startup, how = rates
     times = _times(rates, steps)                # one read of the ledger, not two
     best = min(times, key=times.get)

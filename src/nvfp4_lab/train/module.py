@@ -22,6 +22,7 @@ with ``tokens`` seen after the step, so curves can be drawn against tokens as in
 from __future__ import annotations
 
 import math
+import time
 
 import lightning as L
 import torch
@@ -29,7 +30,7 @@ from torch import nn
 
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
-from ..quant.linear import QuantState
+from ..quant.linear import QuantLinear, QuantState
 from .schema import TrainConfig
 
 
@@ -93,11 +94,16 @@ class LMTask(L.LightningModule):
         self.backend = None
         self.backend_reason: str | None = None   # why backend=auto chose it (CPU)
         self.cost_key: cost.RunKey | None = None  # a CPU run's timing goes to quant.cost
+        self.probe_backend = False   # auto, nothing measured: BackendProbe times the reference
+        self.quant_specs: list = []
+        self.input_dtypes: tuple[torch.dtype, ...] = ()
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
         self.start_step = 0  # the step this process started at: > 0 when resumed
+        self.train_started = 0.0   # perf_counter() at this process's first step
 
     def on_train_start(self) -> None:
         self.start_step = self.global_step  # restored from the checkpoint by now
+        self.train_started = time.perf_counter()
 
     def setup(self, stage: str) -> None:
         # The data-parallel rank keys the SR bits of activations and gradients (not weights),
@@ -116,11 +122,13 @@ class LMTask(L.LightningModule):
                 if name == "auto" and specs:
                     choice = cost.choose(self.cost_key, self.max_steps)
                     name, self.backend_reason = choice.backend, choice.reason
+                    self.probe_backend = choice.probe
                     print(f"backend auto: {name} ({choice.reason})", flush=True)
             # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
             fp32_only = str(self.trainer.precision).startswith("32")
-            self.backend = resolve(name, specs, device, (torch.float32,) if fp32_only else
-                                   (torch.float32, torch.bfloat16))
+            self.quant_specs = specs
+            self.input_dtypes = (torch.float32,) if fp32_only else (torch.float32, torch.bfloat16)
+            self.backend = resolve(name, specs, device, self.input_dtypes)
 
     def configure_model(self) -> None:
         if self.model is not None:   # Lightning calls this again on resume and validate
@@ -130,6 +138,14 @@ class LMTask(L.LightningModule):
         self.model = model
         if self.global_rank == 0:  # "10/15 linear layers quantized, ...; by block kind: ..."
             print(self.report.summary(), flush=True)
+
+    def use_backend(self, backend) -> None:
+        """Quantize with ``backend`` from the next GEMM on (``BackendProbe``: the same bits)."""
+        self.backend = backend
+        for module in self.model.modules():
+            if isinstance(module, QuantLinear):
+                module.backend = backend
+        self.report.backend = backend.name
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)

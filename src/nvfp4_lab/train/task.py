@@ -31,6 +31,7 @@ from ..data import DataConfig, LMDataModule
 from ..model import ModelConfig
 from ..quant import cost
 from . import rundir, threads
+from .backend_probe import BackendProbe
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
@@ -152,24 +153,30 @@ def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
                "backend_reason": getattr(task, "backend_reason", None),
                "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     if status == "done" and getattr(task, "cost_key", None) is not None:
-        _record_timing(task, df, run_here, seconds, summary["backend"])
+        _record_timing(task, df, wall, summary["backend"])
     rundir.write_summary(out, summary)
     print(f"{out}: {status}" + (f" ({error})" if error else "")
           + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
     return summary
 
 
-def _record_timing(task, df, steps: int, seconds: float, backend: str) -> None:
-    """A finished CPU run's steady ms/step (median logged rate after the first interval of this
-    process, which holds any compilation) and start-up seconds (``seconds`` less ``steps``
-    steady steps, both this process's), for ``backend=auto`` (``quant.cost``)."""
-    here = df[df["step"] >= task.start_step] if "step" in df else df
-    rates = here["tokens_per_second"].dropna().tolist()[1:] if "tokens_per_second" in df else []
-    if backend not in cost.CPU_BACKENDS or len(rates) < 2:
+def _record_timing(task, df, wall: float, backend: str) -> None:
+    """A finished CPU run's timing, for ``backend=auto`` (``quant.cost``): its steady ms/step,
+    the median rate of the intervals this process logged after its first (which holds any
+    compiling), and its start-up, the seconds from ``wall`` to its first step plus the first
+    interval's excess over that many steady steps. A pause later in the run (a suspended
+    process, a busy core) moves the median little and the start-up not at all."""
+    if backend not in cost.CPU_BACKENDS or "tokens_per_second" not in df:
         return
-    ms = 1000 * task.tokens_per_step / statistics.median(rates)
-    cost.record(task.cost_key, backend, cost.Timing(round(ms, 1),
-                                                   round(max(seconds - steps * ms / 1000, 0), 1)))
+    logged = df[df["step"] > task.start_step].dropna(subset=["tokens_per_second"])
+    if len(logged) < 3:
+        return
+    rates = logged["tokens_per_second"]
+    ms = 1000 * task.tokens_per_step / statistics.median(rates.iloc[1:])
+    first_steps = int(logged["step"].iloc[0]) - task.start_step
+    first_s = first_steps * task.tokens_per_step / rates.iloc[0]
+    startup = task.train_started - wall + max(first_s - first_steps * ms / 1000, 0)
+    cost.record(task.cost_key, backend, cost.Timing(round(ms, 1), round(startup, 1)))
 
 
 def _last(df, col):
@@ -194,6 +201,7 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
+                 BackendProbe(),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]
     return L.Trainer(

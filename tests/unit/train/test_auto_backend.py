@@ -1,12 +1,16 @@
-"""A CPU run with backend=auto records its timing and says why it chose its backend."""
+"""A CPU run with backend=auto records its timing and says why it chose its backend; with
+nothing measured it times the reference and switches to compiled when that pays, same bits."""
 from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 from conftest import fast
 
 from nvfp4_lab.quant import cost
+from nvfp4_lab.quant.backends import compile_cache_dir
+from nvfp4_lab.train.backend_probe import PROBE, WARM
 from nvfp4_lab.train.task import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -18,6 +22,7 @@ def test_auto_run_states_its_choice_and_feeds_the_next(composer, tmp_path, monke
     over = [*fast(tmp_path, steps=4), "quant=nvfp4_base", "quant.backend=auto"]
     first = train(composer(over), tmp_path / "a")
     assert first["backend"] == "reference" and "no timings measured" in first["backend_reason"]
+    assert "timed the reference" not in first["backend_reason"]   # 4 steps: no probe ended
     ledger = cost.load(cost.ledger_path())
     (key, timings), = ledger.items()
     assert set(timings) == {"reference"} and timings["reference"].ms_per_step > 0
@@ -25,3 +30,49 @@ def test_auto_run_states_its_choice_and_feeds_the_next(composer, tmp_path, monke
     assert "estimated from one measured backend" in second["backend_reason"]
     assert second["backend"] == "reference"             # 4 steps never pay for a compile
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["backend_reason"]
+
+
+@pytest.mark.parametrize("cold_compile_s, switched", [(0.0, True), (1e9, False)])
+def test_auto_times_the_reference_then_compiles_if_it_pays(composer, tmp_path, monkeypatch,
+                                                             cold_compile_s, switched):
+    """Nothing measured: the first WARM + PROBE steps run on the reference and are timed. With
+    a free compile the compiled backend finishes the rest sooner whatever the pace, so the run
+    switches; with an endless one it stays. Either way every logged loss equals a reference
+    run's to the last bit, and the probe's reference timing is in the ledger."""
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))  # shared graphs
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "cache"))           # empty ledger
+    monkeypatch.setattr(cost, "COLD_COMPILE_S", cold_compile_s)
+    steps = WARM + PROBE + 3
+    over = [*fast(tmp_path, steps=steps), "quant=nvfp4_base"]
+    auto = train(composer([*over, "quant.backend=auto"]), tmp_path / "auto")
+    assert "timed the reference" in auto["backend_reason"]
+    assert auto["backend"] == ("compiled" if switched else "reference")
+    assert (f"switched to compiled at step {WARM + PROBE}" in auto["backend_reason"]) == switched
+    (timings,) = cost.load(cost.ledger_path()).values()
+    assert timings["reference"].ms_per_step > 0            # the probe's, or the run's own
+    assert set(timings) == ({"reference", "compiled"} if switched else {"reference"})
+
+    reference = train(composer([*over, "quant.backend=reference"]), tmp_path / "reference")
+    a, r = (pd.read_csv(tmp_path / d / "metrics.csv") for d in ("auto", "reference"))
+    assert a["train_loss"].dropna().tolist() == r["train_loss"].dropna().tolist()
+    assert len(a["train_loss"].dropna()) == steps
+    assert auto["final_val_loss"] == reference["final_val_loss"]
+
+
+def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monkeypatch):
+    """Resumed at step 100 (the row at step 100 is the earlier attempt's); 5 s to the first step;
+    the first interval, 10 steps at 500 tokens/s, holds 19 s more than 10 steady steps at
+    100 ms; a later interval was suspended for ~90 s. Steady: 100 ms/step (median); start-up:
+    5 + 19 = 24 s, the pause in neither."""
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
+    from types import SimpleNamespace
+
+    from nvfp4_lab.train.task import _record_timing
+
+    df = pd.DataFrame({"step": [100, 110, 120, 130, 140, 150],
+                       "tokens_per_second": [1.0, 500.0, 10_000, 100.0, 10_000, 10_000]})
+    key = cost.RunKey("specs", "model", 1000, 1, "2.13.0")
+    task = SimpleNamespace(start_step=100, tokens_per_step=1000, train_started=105.0,
+                           cost_key=key)
+    _record_timing(task, df, wall=100.0, backend="compiled")
+    assert cost.load()[str(key)]["compiled"] == cost.Timing(100.0, 24.0)
