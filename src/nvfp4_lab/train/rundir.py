@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import subprocess
 from pathlib import Path
 
@@ -95,6 +96,19 @@ def check_can_start(run: Path, chash: str, resume: str) -> str:
     if old is not None and old.get("status") == "done":
         return "done"
     return "resume" if ckpt.exists() else "new"
+
+
+def cpu_model() -> str:
+    """The processor's name (``/proc/cpuinfo``'s model name; ``platform.processor()`` where
+    there is none): two CPUs with the same torch kernel capability (AVX512) can still sum
+    floats in different orders, so a run records which one it ran on."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
 
 
 def git_sha() -> str | None:

@@ -190,7 +190,7 @@ def _device_name(tr: TrainerConfig) -> str:
     # the kernels' capability decides the order of float sums: two runs are bit-equal only
     # where it matches (README, What is reproducible)
     return (f"cpu ({platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
-            f"{torch.get_num_threads()} threads)")
+            f"{rundir.cpu_model()}, {torch.get_num_threads()} threads)")
 
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,

@@ -2,6 +2,8 @@
 backward together, whatever ``train.log_every`` is."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 import torch
 from conftest import fast
@@ -37,3 +39,7 @@ def test_a_run_shorter_than_its_log_interval_counts_its_steps(composer, tmp_path
     assert summary["tokens_per_second"] > 0
     # and on which CPU kernels (their sums' order decides whether two runs are bit-equal)
     assert torch.backends.cpu.get_cpu_capability() in summary["device"]
+    model = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines()
+             if ln.startswith("model name")] if Path("/proc/cpuinfo").exists() else []
+    if model:                   # and which processor: same kernels, other CPUs, other sums
+        assert model[0].split(":", 1)[1].strip() in summary["device"]
