@@ -145,6 +145,12 @@ def _times(rates: tuple[float, float, float, str], steps: int) -> dict[str, floa
     return {"reference": steps * ref_ms / 1000, "compiled": startup + steps * comp_ms / 1000}
 
 
+def cold_start_times(ref_ms: float, steps: int) -> dict[str, float]:
+    """``finish_times`` for ``steps`` steps from a reference step alone (measured, not yet in
+    the ledger): the compiled step estimated from it, on a cold compile cache."""
+    return _times((ref_ms, ref_ms * COMPILED_STEP_RATIO, COLD_COMPILE_S, "estimated"), steps)
+
+
 def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
     """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
     rates = _rates(key, path)

@@ -54,12 +54,11 @@ class BackendProbe(L.Callback):
 
     def _decide(self, trainer: L.Trainer, task, ms: float) -> None:
         step, left = trainer.global_step, task.max_steps - trainer.global_step
-        reference_s = left * ms / 1000
-        compiled_s = cost.COLD_COMPILE_S + reference_s * cost.COMPILED_STEP_RATIO
+        times = cost.cold_start_times(ms, left)
         timed = (f"timed the reference at {ms:.0f} ms/step over steps {step - PROBE}-{step}: "
-                 f"the remaining {left} steps ~{reference_s:.0f} s, compiled ~"
-                 f"{compiled_s:.0f} s (start-up {cost.COLD_COMPILE_S:.0f} s)")
-        if compiled_s < reference_s:
+                 f"the remaining {left} steps ~{times['reference']:.0f} s, compiled ~"
+                 f"{times['compiled']:.0f} s (start-up {cost.COLD_COMPILE_S:.0f} s)")
+        if times["compiled"] < times["reference"]:
             backend = resolve("auto", task.quant_specs, trainer.strategy.root_device,
                               task.input_dtypes)       # falls back to the reference if it fails
             if backend.name != "reference":
