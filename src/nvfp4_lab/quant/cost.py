@@ -4,7 +4,7 @@ Both CPU backends compute the same bits; they differ in what they cost. ``refere
 PyTorch) starts at once but runs each step at several times the BF16 step; ``compiled``
 (torch.compile of the same functions) runs a step in about 0.6 of the reference's time at
 ``nano`` but first compiles every quantizer of the recipe: about 40 s on a cold cache
-(``nano``, the self-test's graphs included), and ~8 s of re-tracing once the graphs are in
+(``nano``, the self-test's graphs included), and 8-14 s of re-tracing once the graphs are in
 the machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's
 length and on what this machine has already compiled, so ``auto`` decides from timings this
 machine measured:
@@ -38,7 +38,7 @@ from pathlib import Path
 
 # measured with benchmarks/bench_run.py at nano (RESULTS.md): the start-up a cold-cache
 # compiled run adds to an eager one, its compile (cold minus warm wall: NVFP4 39-43 s on one
-# thread since one graph serves every shape, 2026-12-02) plus the warm re-tracing (~8 s); and
+# thread since one graph serves every shape, 2026-12-02) plus the warm re-tracing (8-14 s); and
 # compiled over reference ms/step (NVFP4 0.61 on one thread after the eager quantizers lost
 # torch.where, 2026-12-01; FP8 ~1.1, learnt once measured)
 COLD_COMPILE_S = 50.0
