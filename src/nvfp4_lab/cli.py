@@ -121,12 +121,11 @@ def info(argv: list[str]) -> int:
     from . import __version__
     from .formats import FORMATS, QuantSpec, fake_quantize
     from .quant.backends import compile_cache_dir
-    from .train.rundir import cpu_model
+    from .train.rundir import cpu_description
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    print(f"cpu: {platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
-          f"{cpu_model()}, {torch.get_num_threads()} threads; cuda: {cuda}")
+    print(f"cpu: {cpu_description()}; cuda: {cuda}")
     print(f"formats: {', '.join(FORMATS)}")
     try:
         import nvfp4_kernels  # noqa: F401

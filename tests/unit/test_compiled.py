@@ -1,6 +1,7 @@
-"""``fake_quantize(..., backend="compiled")`` (torch.compile of the eager pipeline) is bitwise
-equal to eager on adversarial inputs, and the SR stream ids are runtime inputs: a new step
-changes the random bits without recompiling.
+"""``fake_quantize(..., backend="compiled")`` is bitwise equal to eager on adversarial inputs
+through its torch.compile path, the one every input that is not whole blocks takes (inputs of
+whole blocks take an AOTInductor package of the same graph: test_packaged.py), and the SR
+stream ids are runtime inputs: a new step changes the random bits without recompiling.
 
 One compiled graph per (spec, dtype), its sizes symbolic (a graph serves every layer's shape;
 shapes with partial blocks get a second one, with the padding); the adversarial tensors of a
@@ -11,12 +12,16 @@ other specs.
 """
 from __future__ import annotations
 
+import importlib
+
 import pytest
 import torch
 import torch._dynamo
 from torch._dynamo.utils import counters
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
+
+quantize_module = importlib.import_module("nvfp4_lab.formats.quantize")
 
 pytestmark = pytest.mark.slow
 
@@ -66,6 +71,16 @@ def adversarial(kind: str, dtype: torch.dtype, shape=SHAPE) -> torch.Tensor:
     return x.to(dtype)
 
 
+def torch_compiled(x: torch.Tensor, spec: QuantSpec, parts: bool = False, seed: int = 0,
+                   stream: Stream | None = None):
+    """The compiled backend's torch.compile path for x, also where x is whole blocks."""
+    key, signs = quantize_module.runtime_inputs(x, spec, seed, stream, None)
+    if parts:
+        local, amax, _ = quantize_module._compiled(spec, parts=True).fallback(x, key, signs)
+        return local, amax
+    return quantize_module._compiled(spec).fallback(x, key, signs)[0].to(x.dtype)
+
+
 def assert_bitwise(a: torch.Tensor, b: torch.Tensor) -> None:
     assert a.dtype == b.dtype and a.shape == b.shape
     nan_a, nan_b = torch.isnan(a), torch.isnan(b)
@@ -109,7 +124,7 @@ def test_compiled_sr_hw8_equals_eager():
         x = adversarial(kind, torch.float32, (64, 48))
         for seed, stream in ((7, Stream(layer=1, step=2)), (0, Stream(gemm=2, operand=1))):
             eager = fake_quantize(x, SR_SPEC, seed=seed, stream=stream)
-            compiled = fake_quantize(x, SR_SPEC, seed=seed, stream=stream, backend="compiled")
+            compiled = torch_compiled(x, SR_SPEC, seed=seed, stream=stream)
             assert_bitwise(compiled, eager)
 
 
@@ -117,13 +132,12 @@ def test_compiled_sr_new_step_new_bits_no_recompile():
     """The step enters as the SR key tensor: a new step must neither add a graph (dynamo's
     counter) nor trigger a recompile (error_on_recompile turns one into an exception)."""
     x = adversarial("ties", torch.float32, (64, 48))
-    fake_quantize(x, SR_SPEC, seed=1, stream=Stream(step=0), backend="compiled")  # warm
+    torch_compiled(x, SR_SPEC, seed=1, stream=Stream(step=0))  # warm
     graphs = counters["stats"]["unique_graphs"]
     outs = {}
     with torch._dynamo.config.patch(error_on_recompile=True):
         for step in (1, 2):
-            outs[step] = fake_quantize(x, SR_SPEC, seed=1, stream=Stream(step=step),
-                                       backend="compiled")
+            outs[step] = torch_compiled(x, SR_SPEC, seed=1, stream=Stream(step=step))
     assert counters["stats"]["unique_graphs"] == graphs
     for step in (1, 2):
         assert_bitwise(outs[step], fake_quantize(x, SR_SPEC, seed=1, stream=Stream(step=step)))
@@ -135,12 +149,12 @@ def test_compiled_one_graph_serves_every_shape():
     compiles one graph per spec, not per layer shape), square or not, with the eager bits."""
     spec = QuantSpec("nvfp4", axis=0, rht=16)  # the Wgrad operand: blocks along tokens
     shapes = [(64, 64), (32, 80), (128, 16), (48, 208)]
-    fake_quantize_parts(adversarial("ties", torch.float32, shapes[0]), spec, backend="compiled")
+    torch_compiled(adversarial("ties", torch.float32, shapes[0]), spec, parts=True)
     graphs = counters["stats"]["unique_graphs"]
     with torch._dynamo.config.patch(error_on_recompile=True):
         for shape in shapes[1:]:
             x = adversarial("range", torch.float32, shape)
-            compiled = fake_quantize_parts(x, spec, seed=3, backend="compiled")
+            compiled = torch_compiled(x, spec, parts=True, seed=3)
             eager = fake_quantize_parts(x, spec, seed=3)
             assert_bitwise(compiled[0], eager[0])
             assert_bitwise(compiled[1], eager[1])

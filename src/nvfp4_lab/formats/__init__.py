@@ -27,7 +27,8 @@ Modules, one concept each:
     rng       counter-based random bits shared with the Triton kernels
     spec      QuantSpec / RHTSpec / Stream: what to quantize how, validated
     qtensor   the storage form and its decoder
-    quantize  quantize() and fake_quantize(), eager and torch.compile'd
+    quantize  quantize() and fake_quantize(), eager and compiled
+    packaged  the compiled quantizers as AOTInductor packages, built once per machine
 
 What is done differently from the references, and why:
 * Non-finite input is defined: a block holding NaN or Inf gets a NaN scale and decodes to NaN

@@ -16,7 +16,9 @@ Stochastic rounding draws its bits from (seed, stream ids, element index), where
 is the element's row-major position in x as passed (rng.py): the same element gets the same
 bits whatever the layout, backend or machine.
 
-The compiled path is ``torch.compile`` of the same function; it is bit-identical to eager
+The compiled path is the same function through inductor: on a CPU an AOTInductor package
+for inputs of whole blocks, built once per machine and loaded by every later process
+(packaged.py), and ``torch.compile`` for every other input. It is bit-identical to eager
 (tested on adversarial inputs) because every operation is elementwise or a max reduction,
 and inductor's C++ keeps IEEE semantics for them (no reassociation, finite-math off). Two
 inductor behaviours need care, both handled below: a fused cast to bf16 stays fp32 unless
@@ -33,6 +35,7 @@ import torch
 from . import e2m1, four_over_six, fp8, ms_eden, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
+from .packaged import OPTIONS, PackagedQuantizer
 from .qtensor import QTensor, decode_local, dequantize_blocks, store_amax
 from .rng import key_tensor, random_bits, to_device
 from .spec import FP4_FORMATS, QuantSpec, Stream
@@ -171,27 +174,30 @@ def _as_output(scales: torch.Tensor | None) -> torch.Tensor | None:
 
 
 @functools.cache
-def _compiled(spec: QuantSpec, parts: bool = False):
+def _compiled(spec: QuantSpec, parts: bool = False) -> PackagedQuantizer:
+    """fn(x, key, signs) compiled: an AOTInductor package for inputs of whole blocks
+    (packaged.py), torch.compile for the rest; the same graph and bits either way."""
     # Every spec and input rank/dtype is one more graph of the same Python function, and
     # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-    # emulate_precision_casts: without it inductor keeps a fused .to(bfloat16) (the RHT
-    # output) in fp32, and amax and scales change.
-    fn = _fake_quantize_parts if parts else _fake_quantize_fp32
-    return torch.compile(functools.partial(fn, spec=spec), fullgraph=True,
-                         dynamic=False, options={"emulate_precision_casts": True})
+    # emulate_precision_casts (packaged.OPTIONS): without it inductor keeps a fused
+    # .to(bfloat16) (the RHT output) in fp32, and amax and scales change.
+    fn = functools.partial(_fake_quantize_parts if parts else _fake_quantize_fp32, spec=spec)
+    traced = torch.compile(fn, fullgraph=True, dynamic=False, options=dict(OPTIONS))
+    return PackagedQuantizer(fn, spec, f"{fn.func.__name__}|{spec!r}",
+                             fallback=lambda x, key, signs: traced(_any_size(x), key, signs))
 
 
 def _any_size(x: torch.Tensor) -> torch.Tensor:
-    """A view of x whose sizes the compiled graph takes as symbols, so that one graph per spec
-    serves every layer's shape: a ``nano`` NVFP4 run compiles 6 graphs, its backend self-test's
-    included, where the training shapes alone took 14, and ~40 s sooner, at the same time per
-    call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block and RHT sizes stay
-    constants, so the inner loops are still unrolled and vectorised. Marking a view leaves the
-    caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm, the backend
-    self-test) the view is detached: a master weight's requires_grad would otherwise be one more
-    graph. (``dynamic=True`` on the whole function, which also makes its scalar inputs symbolic,
-    stopped gcc with an internal error on torch 2.13.)"""
+    """A view of x whose sizes the torch.compile fallback takes as symbols, so that one graph
+    per spec serves every layer's shape: a ``nano`` NVFP4 run compiled 6 graphs, its backend
+    self-test's included, where the training shapes alone took 14, and ~40 s sooner, at the
+    same time per call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block
+    and RHT sizes stay constants, so the inner loops are still unrolled and vectorised. Marking
+    a view leaves the caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm,
+    the backend self-test) the view is detached: a master weight's requires_grad would
+    otherwise be one more graph. (``dynamic=True`` on the whole function, which also makes its
+    scalar inputs symbolic, stopped gcc with an internal error on torch 2.13.)"""
     v = x.view(x.shape) if torch.is_grad_enabled() else x.detach()
     for d in range(v.dim()):
         torch._dynamo.maybe_mark_dynamic(v, d)
@@ -216,7 +222,7 @@ def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int
     if backend == "eager":
         out, _ = _fake_quantize_fp32(x, key, signs, spec)
     else:
-        out, _ = _compiled(spec)(_any_size(x), key, signs)
+        out, _ = _compiled(spec)(x, key, signs)
     # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
     # bf16 output sliced out of a padded block (wrong values in the partial block)
     return out.to(x.dtype)
@@ -238,5 +244,5 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     if backend == "eager":
         local, amax, _ = _fake_quantize_parts(x, key, signs, spec)
     else:
-        local, amax, _ = _compiled(spec, parts=True)(_any_size(x), key, signs)
+        local, amax, _ = _compiled(spec, parts=True)(x, key, signs)
     return local, amax

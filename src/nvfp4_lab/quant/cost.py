@@ -2,12 +2,12 @@
 
 Both CPU backends compute the same bits; they differ in what they cost. ``reference`` (eager
 PyTorch) starts at once but runs each step at several times the BF16 step; ``compiled``
-(torch.compile of the same functions) runs a step in about 0.6 of the reference's time at
-``nano`` but first compiles every quantizer of the recipe: about 40 s on a cold cache
-(``nano``, the self-test's graphs included), and 8-14 s of re-tracing once the graphs are in
-the machine's compile cache (``backends.compile_cache_dir``). Which wins depends on the run's
-length and on what this machine has already compiled, so ``auto`` decides from timings this
-machine measured:
+(inductor's code for the same functions) runs a step in about 0.6 of the reference's time at
+``nano`` but first compiles every quantizer of the recipe into an AOTInductor package: about
+55 s on a cold cache (``nano``, the self-test's quantizers included), and about 2 s of loading
+them once they are in the machine's compile cache (``backends.compile_cache_dir``). Which
+wins depends on the run's length and on what this machine has already compiled, so ``auto``
+decides from timings this machine measured:
 
     finish(reference) = steps x ms_reference
     finish(compiled)  = startup_compiled + steps x ms_compiled
@@ -37,11 +37,12 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 # measured with benchmarks/bench_run.py at nano (RESULTS.md): the start-up a cold-cache
-# compiled run adds to an eager one, its compile (cold minus warm wall: NVFP4 39-43 s on one
-# thread since one graph serves every shape, 2026-12-02) plus the warm re-tracing (8-14 s); and
+# compiled run adds to an eager one, building its AOTInductor packages (cold start-up 57-60 s
+# for NVFP4 and MXFP4 on one thread, 2026-12-03; it was ~50 s with torch.compile's
+# re-tracing in every run, when a warm start-up cost 6-14 s instead of 2); and
 # compiled over reference ms/step (NVFP4 0.61 on one thread after the eager quantizers lost
 # torch.where, 2026-12-01; FP8 ~1.1, learnt once measured)
-COLD_COMPILE_S = 50.0
+COLD_COMPILE_S = 60.0
 COMPILED_STEP_RATIO = 0.6
 CPU_BACKENDS = ("reference", "compiled")
 NO_SPECS = repr([])   # run_key's specs for a run that quantizes nothing (BF16)

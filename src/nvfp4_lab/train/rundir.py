@@ -27,6 +27,7 @@ import subprocess
 from pathlib import Path
 
 import pandas as pd
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ..analysis.collect import read_metrics
@@ -98,10 +99,17 @@ def check_can_start(run: Path, chash: str, resume: str) -> str:
     return "resume" if ckpt.exists() else "new"
 
 
-def cpu_model() -> str:
-    """The processor's name (``/proc/cpuinfo``'s model name; ``platform.processor()`` where
-    there is none): two CPUs with the same torch kernel capability (AVX512) can still sum
-    floats in different orders, so a run records which one it ran on."""
+def cpu_description() -> str:
+    """``x86_64 AVX512, <processor name>, 2 threads``: what decides the order of a CPU run's
+    float sums. Two runs are bit-equal only where torch's kernel capability (AVX512, AVX2, ...)
+    matches (README, What is reproducible), and two processors of one capability can still
+    differ, so the name is recorded too (``/proc/cpuinfo``'s model name, else
+    ``platform.processor()``)."""
+    return (f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
+            f"{_processor_name()}, {torch.get_num_threads()} threads")
+
+
+def _processor_name() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import math
 import os
-import platform
 import statistics
 import time
 from pathlib import Path
@@ -187,10 +186,7 @@ def _last(df, col):
 def _device_name(tr: TrainerConfig) -> str:
     if tr.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    # the kernels' capability decides the order of float sums: two runs are bit-equal only
-    # where it matches (README, What is reproducible)
-    return (f"cpu ({platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
-            f"{rundir.cpu_model()}, {torch.get_num_threads()} threads)")
+    return f"cpu ({rundir.cpu_description()})"
 
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,

@@ -1,0 +1,170 @@
+"""Compiled quantizers as AOTInductor packages: built once per machine, loaded in every process.
+
+``torch.compile`` keeps inductor's kernels in its on-disk caches, but every new process traces
+the Python pipeline with dynamo again before it can look them up. For a ``nano`` NVFP4 run
+that re-tracing (five quantizer graphs, most of it fake-tensor propagation with symbolic sizes)
+was most of a 13 s warm start-up on two cores, and dynamo's own ahead-of-time path loads a
+graph in about the time tracing it takes (benchmarks/RESULTS.md, Where issue 14's bars stand).
+AOTInductor takes the same graph (``torch.export`` of the same function) through the same
+inductor lowering and code generation, with the same options, and links kernels and a C++
+wrapper into one shared library, packaged as a ``.pt2`` file. A later process loads it, a
+``dlopen``, with nothing traced; each call also skips dynamo's guards and the Python wrapper.
+
+    store: <inductor cache dir>/nvfp4_lab_aoti/<key>.pt2     (beside torch.compile's caches)
+    key:   what is computed (function, spec), input dtype and rank, which optional inputs
+           are given, torch and Python versions, the CPU's vector ISA and a hash of this
+           package's source: the graph is traced from this code, so an edit to it must miss
+           rather than run a stale library.
+
+One package serves every input of its dtype and rank whose sizes are all whole multiples of
+``multiple(spec)`` (the block, the RHT size, FP4's element pairs): those sizes are symbols in
+the graph (``torch.export.Dim``), so no padding branch is traced and one library covers every
+layer's shape, the backend self-test's included. Every other input (a partial block, a
+non-contiguous view, one that records a gradient, a CUDA tensor) runs the ``fallback`` given,
+``torch.compile`` of the same function. Two processes of a sweep that build the same package
+at once each write their own file and rename it into place; either serves.
+
+Measured on the 2-core box (benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
+packages): a warm ``nano`` NVFP4 run starts in 1.8 s instead of 6.5 s alone on the machine, and
+its self-test in ~4 s instead of ~18 s with two trainings on the two cores; building is about
+twice torch.compile's cold compile (57 s of cold start-up against 34 s), paid once per
+machine and recipe; the steady step is unchanged.
+
+The bits are inductor's either way: the same lowering of the same operations, elementwise or
+max reductions, which its C++ keeps in IEEE order (tests/unit/test_packaged.py checks the
+packages against eager on adversarial inputs; a training run self-tests its backend against
+the reference before its first step). A build that fails falls back to ``torch.compile``, with
+a warning naming the reason: slower to start, the same numbers.
+"""
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from types import MappingProxyType
+
+import torch
+
+from .spec import FP4_FORMATS, QuantSpec
+
+# inductor's options for both paths; read-only: aoti_compile_and_package adds its own keys to
+# the dict it is given, which would change the package key after a process's first build
+OPTIONS = MappingProxyType({"emulate_precision_casts": True})
+# inputs whose sizes have larger products take the fallback: the SR index is int32 up to here
+_MAX_NUMEL = torch.iinfo(torch.int32).max
+
+
+def multiple(spec: QuantSpec) -> int:
+    """Every size of an input a package serves is a multiple of this: the block and RHT sizes
+    (powers of two, so the largest is their least common multiple) and 2 for FP4's pairs."""
+    sizes = [*(spec.block or ()), spec.rht.size if spec.rht else 1,
+             2 if spec.fmt in FP4_FORMATS else 1]
+    return max(sizes)
+
+
+@functools.cache
+def source_hash() -> str:
+    """sha256 of this package's Python source, the code a package's graph was traced from."""
+    h = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.glob("*.py")):
+        h.update(path.name.encode() + b"\0" + path.read_bytes())
+    return h.hexdigest()
+
+
+def store_dir() -> Path:
+    from torch._inductor.runtime.cache_dir_utils import cache_dir  # $TORCHINDUCTOR_CACHE_DIR
+
+    return Path(cache_dir()) / "nvfp4_lab_aoti"
+
+
+class _Graph(torch.nn.Module):
+    """fn as a module: what torch.export takes."""
+
+    def __init__(self, fn: Callable):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, x, key, signs):
+        return self.fn(x, key, signs)
+
+
+class PackagedQuantizer:
+    """``fn(x, key, signs)`` from an AOTInductor package per (dtype, rank, optional inputs)
+    where x is whole blocks, else ``fallback(x, key, signs)``.
+
+    fn: the pipeline with its spec bound; name: what fn computes (its spec's repr included),
+    part of the package key; fallback: the same function compiled for any input.
+    """
+
+    def __init__(self, fn: Callable, spec: QuantSpec, name: str, fallback: Callable):
+        self.fn, self.name, self.fallback = fn, name, fallback
+        self.multiple = multiple(spec)
+        self.runners: dict[tuple, Callable | None] = {}  # None: this signature falls back
+
+    def __call__(self, x: torch.Tensor, key, signs):
+        runner = self._runner(x, key, signs) if self.serves(x) else None
+        if runner is None:
+            return self.fallback(x, key, signs)
+        return tuple(runner(x, key, signs))
+
+    def serves(self, x: torch.Tensor) -> bool:
+        """Whether x can take a package: whole blocks, contiguous, CPU, nothing to record."""
+        return (x.device.type == "cpu" and x.dim() > 0 and x.is_contiguous()
+                and 0 < x.numel() <= _MAX_NUMEL
+                and all(n % self.multiple == 0 for n in x.shape)
+                and not (x.requires_grad and torch.is_grad_enabled()))
+
+    def _runner(self, x, key, signs):
+        signature = (x.dtype, x.dim(), key is None, signs is None)
+        if signature not in self.runners:
+            self.runners[signature] = self._load_or_build(signature, key, signs)
+        return self.runners[signature]
+
+    def _path(self, signature) -> Path:
+        isa = torch.backends.cpu.get_cpu_capability()
+        text = "|".join(map(str, (self.name, *signature, torch.__version__, sys.version_info[:3],
+                                  isa, dict(OPTIONS), source_hash())))
+        return store_dir() / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.pt2"
+
+    def _load_or_build(self, signature, key, signs):
+        path = self._path(signature)
+        if path.exists():
+            try:
+                return torch._inductor.aoti_load_package(str(path))
+            except Exception as err:  # noqa: BLE001 - a bad file is rebuilt
+                warnings.warn(f"compiled quantizer package {path} not loaded ({err}); "
+                              "building it again", stacklevel=4)
+        try:
+            self._build(path, signature, key, signs)
+            return torch._inductor.aoti_load_package(str(path))
+        except Exception as err:  # noqa: BLE001 - the fallback computes the same bits
+            warnings.warn(f"compiled quantizer {self.name}: no AOTInductor package for "
+                          f"{signature[0]} rank {signature[1]} ({type(err).__name__}: {err}); "
+                          "using torch.compile, which re-traces in every process (same "
+                          "numbers, slower start-up)", stacklevel=4)
+            return None
+
+    def _build(self, path: Path, signature, key, signs) -> None:
+        dtype, rank = signature[:2]
+        # an example of 2 whole multiples per size: a size of 1 multiple would be specialised
+        example = torch.zeros([2 * self.multiple] * rank, dtype=dtype)
+        dims = {d: self.multiple * torch.export.Dim(f"blocks{d}", min=1,
+                                                     max=_MAX_NUMEL // self.multiple)
+                if self.multiple > 1 else torch.export.Dim(f"size{d}", min=1)
+                for d in range(rank)}
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.tmp.pt2")
+        try:
+            with warnings.catch_warnings():  # torch's own deprecations in export and packaging
+                warnings.simplefilter("ignore", FutureWarning)
+                program = torch.export.export(_Graph(self.fn), (example, key, signs),
+                                              dynamic_shapes=(dims, None, None), strict=False)
+                torch._inductor.aoti_compile_and_package(program, package_path=str(tmp),
+                                                         inductor_configs=dict(OPTIONS))
+            os.replace(tmp, path)
+        finally:
+            tmp.unlink(missing_ok=True)  # a failed build leaves nothing behind

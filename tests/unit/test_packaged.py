@@ -1,0 +1,133 @@
+"""The compiled backend's AOTInductor packages (formats/packaged.py) equal eager bit for bit on
+adversarial inputs of whole blocks, serve every such shape from one package, are loaded rather
+than rebuilt by a new quantizer, and leave every other input to torch.compile.
+
+Each (spec, dtype, function) is one package to build, ~10-20 s on a cold cache on 2 cores, so
+the GEMM-operand form (what training runs) is checked for every spec and dtype and the public
+``fake_quantize`` form for one; test_compiled.py covers the torch.compile fallback on padded
+shapes with the same adversarial tensors.
+"""
+from __future__ import annotations
+
+import functools
+import importlib
+
+import pytest
+import torch
+from test_compiled import SPECS, SR_SPEC, adversarial, assert_bitwise
+
+from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts, packaged
+from nvfp4_lab.formats.packaged import PackagedQuantizer, multiple
+
+quantize_module = importlib.import_module("nvfp4_lab.formats.quantize")
+pytestmark = pytest.mark.slow
+
+WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either axis)
+
+
+def packaged_runners(spec: QuantSpec, parts: bool) -> list:
+    """The package runners the compiled quantizer of spec has loaded or built so far."""
+    # called as fake_quantize and fake_quantize_parts call it: functools.cache keys on how
+    quantizer = (quantize_module._compiled(spec, parts=True) if parts
+                 else quantize_module._compiled(spec))
+    return [r for r in quantizer.runners.values() if r]
+
+
+def assert_parts_equal(x: torch.Tensor, spec: QuantSpec, **kwargs) -> None:
+    compiled = fake_quantize_parts(x, spec, backend="compiled", **kwargs)
+    eager = fake_quantize_parts(x, spec, **kwargs)
+    assert_bitwise(compiled[0], eager[0])
+    assert (compiled[1] is None) == (eager[1] is None)
+    if eager[1] is not None:
+        assert_bitwise(compiled[1], eager[1])
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("name", SPECS)
+def test_packaged_parts_equal_eager(name, dtype):
+    spec = SPECS[name]
+    for kind in ("ties", "nonfinite", "range"):
+        assert_parts_equal(adversarial(kind, dtype, WHOLE), spec, seed=7,
+                           stream=Stream(layer=1, step=2))
+    assert packaged_runners(spec, parts=True), "the package was not used"
+
+
+def test_packaged_fake_quantize_equals_eager():
+    spec = SPECS["nvfp4_1d"]
+    for kind in ("ties", "nonfinite", "range"):
+        x = adversarial(kind, torch.float32, WHOLE)
+        assert_bitwise(fake_quantize(x, spec, backend="compiled"), fake_quantize(x, spec))
+    assert packaged_runners(spec, parts=False)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_packaged_sr_equals_eager_and_steps_change_the_bits(dtype):
+    """The SR key is a runtime input of the library: each step draws its own bits, the eager
+    ones, from the same package."""
+    outs = []
+    for step in (1, 2):
+        for kind in ("ties", "range"):
+            x = adversarial(kind, dtype, WHOLE)
+            assert_parts_equal(x, SR_SPEC, seed=5, stream=Stream(step=step, gemm=2))
+        outs.append(fake_quantize_parts(adversarial("ties", dtype, WHOLE), SR_SPEC, seed=5,
+                                        stream=Stream(step=step, gemm=2), backend="compiled"))
+    assert not torch.equal(outs[0][0], outs[1][0])
+    assert quantize_module._compiled(SR_SPEC, parts=True).runners[(dtype, 2, False, True)]
+
+
+def test_one_package_serves_every_whole_block_shape():
+    """Sizes are symbols of the library: square or not, one block or many, the first shape's
+    package computes the eager bits for every other shape of its rank and dtype."""
+    spec = SPECS["nvfp4_rht16_axis0"]  # the Wgrad operand: blocks along tokens
+    quantizer = quantize_module._compiled(spec, parts=True)
+    assert_parts_equal(adversarial("ties", torch.float32, WHOLE), spec, seed=3)
+    built = dict(quantizer.runners)
+    for shape in [(16, 16), (32, 80), (128, 16), (48, 208)]:
+        assert_parts_equal(adversarial("range", torch.float32, shape), spec, seed=3)
+    assert quantizer.runners == built
+
+
+def test_a_package_built_here_is_loaded_by_a_new_quantizer(monkeypatch, tmp_path):
+    """What one process builds, the next loads: the key a quantizer looks its package up by
+    is the one it was stored under, also after a build in the same process (inductor adds keys
+    to the options dict it is given, which once changed every later key)."""
+    monkeypatch.setattr(packaged, "store_dir", lambda: tmp_path)
+    spec = SPECS["nvfp4_1d"]
+    fn = functools.partial(quantize_module._fake_quantize_parts, spec=spec)
+    x = adversarial("ties", torch.float32, WHOLE)
+
+    def fail(*args):
+        raise AssertionError("built again, or fell back, although the package was stored")
+
+    want = PackagedQuantizer(fn, spec, "a test", fallback=fail)(x, None, None)  # builds
+    assert len(list(tmp_path.glob("*.pt2"))) == 1
+    monkeypatch.setattr(PackagedQuantizer, "_build", fail)
+    got = PackagedQuantizer(fn, spec, "a test", fallback=fail)(x, None, None)   # loads
+    eager = fake_quantize_parts(x, spec)
+    assert_bitwise(got[0], want[0])
+    assert_bitwise(got[0], eager[0])
+    assert_bitwise(got[1], eager[1])
+
+
+def test_inputs_a_package_cannot_serve_take_the_fallback():
+    spec = SPECS["nvfp4_1d"]
+    calls = []
+    quantizer = PackagedQuantizer(lambda *a: None, spec, "never built",
+                                  fallback=lambda *a: calls.append(a[0].shape) or "fallback")
+    x = torch.zeros(64, 64)
+    for unserved in (torch.zeros(64, 40),             # a partial block
+                     torch.zeros(64, 64).t()[:, :32],  # not contiguous
+                     torch.zeros(0, 64),               # empty
+                     torch.zeros(64, 64, requires_grad=True)):  # a gradient to record
+        assert quantizer(unserved, None, None) == "fallback"
+    assert len(calls) == 4 and not quantizer.runners
+    with torch.no_grad():  # nothing recorded: the package could serve it
+        assert quantizer.serves(x.requires_grad_())
+
+
+@pytest.mark.parametrize(("spec", "want"), [
+    (QuantSpec("nvfp4"), 16), (QuantSpec("mxfp4"), 32), (QuantSpec("nvfp4", axis=0, rht=64), 64),
+    (QuantSpec("nvfp4", block=(16, 16)), 16), (QuantSpec("fp8_e4m3"), 1),
+    (QuantSpec("fp8_e4m3", block=(1, 32)), 32)])
+def test_multiple_is_the_largest_block_rht_or_pair_size(spec, want):
+    assert multiple(spec) == want
