@@ -2,9 +2,10 @@
 
 ``torch.compile`` keeps inductor's kernels in its on-disk caches, but every new process traces
 the Python pipeline with dynamo again before it can look them up. For a ``nano`` NVFP4 run
-that re-tracing (five quantizer graphs, most of it fake-tensor propagation with symbolic sizes)
-was most of a 13 s warm start-up on two cores, and dynamo's own ahead-of-time path loads a
-graph in about the time tracing it takes (benchmarks/RESULTS.md, Where issue 14's bars stand).
+that re-tracing (six quantizer graphs, most of it fake-tensor propagation with symbolic sizes)
+was most of a warm start-up of 6.5 s alone on two cores and 13 s beside a training, and
+dynamo's own ahead-of-time path loads a graph in about the time tracing it takes
+(benchmarks/RESULTS.md, Where issue 14's bars stand).
 AOTInductor takes the same graph (``torch.export`` of the same function) through the same
 inductor lowering and code generation, with the same options, and links kernels and a C++
 wrapper into one shared library, packaged as a ``.pt2`` file. A later process loads it, a
