@@ -7,7 +7,9 @@ Lightning's per-attempt logs under ``logs/csv/version_*/metrics.csv``. ``collect
 mix of run dirs, sweep dirs and globs into three tables:
 
     runs     one row per run: run, label, seed, status, recipe, the swept axes, final and
-             best losses, tokens, decay_start (tokens where the WSD decay begins)
+             best losses, tail_train_loss (the paper's metric: train loss averaged over the
+             logged steps of the run's last TAIL of steps), tokens, decay_start (tokens where
+             the WSD decay begins), device (the machine, as the run recorded it)
     curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
              val_loss, val_bpb, lr
     layers   per-layer quantization error by depth when the runs logged statistics
@@ -30,6 +32,7 @@ import pandas as pd
 import yaml
 
 CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]
+TAIL = 0.1   # the share of a run's last steps whose train loss tail_train_loss averages
 # config keys that never distinguish recipes: bookkeeping, logging cadence, hardware
 _NOT_AN_AXIS = re.compile(r"^(seed|name|resume|output_root|arms(\..*)?|trainer\..*|data\.cache_dir"
                           r"|train\.(val_every|val_batches|ckpt_every|stats_every|log_every))$")
@@ -143,6 +146,15 @@ def _read_run(run: Path) -> tuple[dict, dict, pd.DataFrame]:
     return summary, config, metrics
 
 
+def tail_train_loss(metrics: pd.DataFrame, max_steps: int | None) -> float:
+    """Mean logged train loss over the steps after (1 - TAIL) x max_steps; NaN when the run
+    has not logged any of them."""
+    if not max_steps or "train_loss" not in metrics:
+        return float("nan")
+    tail = metrics[(metrics["step"] > (1 - TAIL) * max_steps) & (metrics["step"] <= max_steps)]
+    return float(tail["train_loss"].mean()) if tail["train_loss"].notna().any() else float("nan")
+
+
 def _decay_start(summary: dict, config: dict) -> float:
     """Tokens at which the LR decay begins (WSD); NaN for cosine (it decays throughout)."""
     steps, per_step = summary.get("max_steps"), summary.get("tokens_per_step")
@@ -228,6 +240,8 @@ def collect(paths: list[str | Path]) -> Collection:
                      "seed": summary.get("seed", config.get("seed")),
                      "recipe": summary.get("quant", config.get("quant.name")),
                      "decay_start": _decay_start(summary, config),
+                     "tail_train_loss": tail_train_loss(metrics, summary.get("max_steps")),
+                     "device": summary.get("device"),
                      **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
                                                     "final_val_bpb", "final_train_loss",
                                                     "tokens", "steps", "wall_seconds",
@@ -260,9 +274,9 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     runs["label"] = runs.apply(_label, axis=1, args=(axes,))
     skipped["label"] = [_label(pd.Series(c), axes) if c else None for c in configs]
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
-            "best_val_loss", "final_val_bpb", "final_train_loss", "tokens", "steps",
-            "decay_start", "wall_seconds", "tokens_per_second", "backend", "model",
-            "data.tokenizer", "name", "path"]
+            "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
+            "steps", "decay_start", "device", "wall_seconds", "tokens_per_second", "backend",
+            "model", "data.tokenizer", "name", "path"]
     runs = runs.reindex(columns=list(dict.fromkeys(keep)))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")

@@ -13,6 +13,8 @@ figure and returns it; ``save`` writes PNG and PDF.
                              a line, the multiplier each recipe needs to reach it (Fig. 6b)
     layer_error_figure       per-layer relative error of the quantized Wgrad by depth (E06)
     paper_figure             the paper's numbers beside ours, both scales in the title
+    forest_figure            every claim's gap with its interval, the paper's gap beside it,
+                             coloured by verdict (the results index's headline figure)
 """
 from __future__ import annotations
 
@@ -338,6 +340,36 @@ def _same_scale_if_gap(left, right, metric: str) -> None:
         hi = max(left.get_ylim()[1], right.get_ylim()[1])
         left.set_ylim(lo, hi)
         right.set_ylim(lo, hi)
+
+
+VERDICT_COLOURS = {"reproduced": "tab:green", "equivalent": "tab:cyan",
+                   "rules out the paper's size": "tab:purple", "not resolved": "tab:gray",
+                   "contradicted": "tab:red"}
+
+
+def forest_figure(table: pd.DataFrame):
+    """One row per claim, top to bottom: the gap (dot) and its interval (bar) in the verdict's
+    colour, the paper's gap as a hollow diamond. table: label, mean, lo, hi, paper_gap,
+    verdict (a claim without an interval has NaN lo and hi)."""
+    fig, ax = plt.subplots(figsize=(9.5, 1.0 + 0.22 * max(len(table), 1)))
+    y = np.arange(len(table))[::-1]
+    for yi, r in zip(y, table.itertuples()):
+        colour = VERDICT_COLOURS.get(r.verdict, "black")
+        ax.plot([r.lo, r.hi], [yi, yi], color=colour, lw=2, solid_capstyle="butt")
+        ax.plot([r.mean], [yi], "o", color=colour, ms=4)
+        if np.isfinite(r.paper_gap):
+            ax.plot([r.paper_gap], [yi], "D", mfc="none", mec="black", ms=5)
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(y, table["label"], fontsize=7)
+    ax.set_xlabel("gap (a - b) / a x 100 (%) of claim a < b or a ~ b; negative: b has the "
+                  "higher loss")
+    handles = [plt.Line2D([], [], color=c, lw=2, label=w) for w, c in VERDICT_COLOURS.items()]
+    handles.append(plt.Line2D([], [], marker="D", ls="", mfc="none", mec="black",
+                              label="the paper's gap"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
+    ax.grid(axis="y", alpha=0)
+    fig.tight_layout()
+    return fig
 
 
 def save(fig, directory: Path, name: str, pdf: bool = True) -> list[Path]:

@@ -2,41 +2,29 @@
 
 ``nvfp4-lab publish SWEEP`` copies a finished sweep's small files (per run: ``config.yaml``,
 ``summary.json``, ``metrics.csv``; per sweep: ``multirun.yaml``, ``sweep_summary.csv``) into
-``results/<ablation>/`` and draws its report there; ``nvfp4-lab plot --index results/`` then
-writes the index over every published ablation, in the order of ``ABLATIONS``, and, in a
-table of their own, over the comparisons beyond the paper (``BEYOND_PAPER``: the published FP4
-recipes, each source's claims in its own paper entry):
-
-    for each claim of nvfp4_lab/paper/<ablation>.yaml ("a < b": a ends with the lower loss;
-    "a ~ b": no difference), the paired gap of b against a in final validation loss,
-    gap = (loss_a - loss_b) / loss_a x 100 per seed, its mean and 95% t interval, and
-
-        reproduced      "a < b" and the interval lies below 0 (b resolved worse)
-        contradicted    the interval lies on the other side of 0 from the claim, or a "~"
-                        claim whose interval excludes 0
-        not resolved    "a < b" and the interval includes 0
-        consistent      "a ~ b" and the interval includes 0 (a null is never proven; the
-                        interval's width says how large a difference the seeds could miss)
-
-An arm whose every seed diverged counts as worse than any that finished. An ablation without a
-published folder is listed as pending. The verdicts use only final validation loss: the paper's
-figures mix training and validation loss, but at our scale the validation loss on held-out
-plays is the quantity with the least noise per run (8 batches, same for every run).
+``results/<ablation>/`` (or ``--as v2/<folder>`` for a design-v2 sweep) and draws its report
+there; ``nvfp4-lab plot --index results/`` then writes the index: the paper's ablations in the
+order of ``ABLATIONS``, the comparisons beyond the paper (``BEYOND_PAPER``), and the design-v2
+sweeps under ``results/v2/`` (results/preregistration.md), each claim tested by
+``analysis.claims`` (verdicts, pooled spreads, Holm and BH, seeds needed: ``analysis.verdicts``)
+on final validation loss, v2 also on the paper's averaged train loss, and the headline figure
+``figures/forest.png``. An ablation without a published folder is listed as pending.
 """
 from __future__ import annotations
 
 import math
 import shutil
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
-from .collect import collect
-from .paper import Claim, PaperResult, load_paper
+from . import figures
+from . import verdicts as v
+from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
+from .paper import load_paper
 from .report import scale_text
-from .stats import mean_ci, paired_gaps
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).
@@ -48,70 +36,7 @@ ABLATIONS = ("formats", "consistency", "sr_placement", "precision_switch", "comp
 BEYOND_PAPER = ("recipes",)
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
 SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
-METRIC = "final_val_loss"
-VERDICTS = ("reproduced", "consistent", "not resolved", "contradicted", "too few seeds",
-            "not run")
-
-
-@dataclass(frozen=True)
-class ClaimResult:
-    """Our test of one claim: n paired seeds, the gap of ``worse`` against ``better`` in %
-    (mean, 95% interval; negative = ``worse`` has the higher loss), the verdict."""
-
-    claim: Claim
-    n: int
-    gap_pct: float
-    lo: float
-    hi: float
-    verdict: str
-    note: str = ""
-
-
-def claim_verdict(claim: Claim, lo: float, hi: float) -> str:
-    """The verdict word for a gap interval [lo, hi] (see the module docstring)."""
-    if claim.same:
-        return "contradicted" if lo > 0.0 or hi < 0.0 else "consistent"
-    if hi < 0.0:
-        return "reproduced"
-    return "contradicted" if lo > 0.0 else "not resolved"
-
-
-def check_claim(claim: Claim, runs: pd.DataFrame, diverged: set[str]) -> ClaimResult:
-    """``runs``: collect's runs table of one sweep; ``diverged``: labels whose every seed
-    diverged (absent from ``runs``)."""
-    missing = [lb for lb in (claim.better, claim.worse)
-               if lb not in set(runs["label"]) and lb not in diverged]
-    if missing:
-        return ClaimResult(claim, 0, math.nan, math.nan, math.nan, "not run",
-                           f"no runs of {', '.join(missing)}")
-    if diverged & {claim.better, claim.worse}:
-        both = {claim.better, claim.worse} <= diverged
-        verdict = ("not resolved" if both else
-                   "reproduced" if claim.worse in diverged and not claim.same else "contradicted")
-        return ClaimResult(claim, 0, math.nan, math.nan, math.nan, verdict,
-                           f"diverged: {', '.join(sorted(diverged & {claim.better, claim.worse}))}")
-    gaps = paired_gaps(runs, claim.better, METRIC)
-    ci = mean_ci(gaps.loc[gaps["label"] == claim.worse, "gap_pct"])
-    if ci.n < 2:
-        return ClaimResult(claim, ci.n, ci.mean, math.nan, math.nan, "too few seeds")
-    return ClaimResult(claim, ci.n, ci.mean, ci.lo, ci.hi, claim_verdict(claim, ci.lo, ci.hi))
-
-
-@dataclass(frozen=True)
-class AblationResult:
-    """One published ablation: its paper entry, its claims tested, its scale and command."""
-
-    name: str
-    paper: PaperResult
-    claims: list[ClaimResult]
-    scale: str
-    command: str
-
-
-def diverged_labels(coll) -> set[str]:
-    """Labels none of whose runs finished because every one diverged."""
-    div = coll.skipped[coll.skipped["status"] == "diverged"]["label"].dropna()
-    return set(div) - set(coll.runs["label"])
+V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps
 
 
 def sweep_command(folder: Path) -> str:
@@ -122,28 +47,16 @@ def sweep_command(folder: Path) -> str:
     return "nvfp4-lab run -m " + " ".join(task)
 
 
-def load_ablation(folder: Path, paper_dir: Path | None = None) -> AblationResult:
-    """Test every claim of the paper entry named like ``folder`` against its runs."""
-    paper = load_paper(folder.name, paper_dir)
-    if paper is None:
-        raise ValueError(f"{folder}: no paper entry nvfp4_lab/paper/{folder.name}.yaml")
-    coll = collect([folder])
-    diverged = diverged_labels(coll)
-    claims = [check_claim(c, coll.runs, diverged) for c in paper.claims]
-    return AblationResult(folder.name, paper, claims, scale_text(coll.runs),
-                          sweep_command(folder))
-
-
-def publish(sweep: Path, results: Path) -> Path:
-    """Copy a finished sweep's small files to ``results/<its name>/``; never over an existing
-    folder (a published result is replaced only by deleting it first, on purpose)."""
+def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
+    """Copy a finished sweep's small files to ``results/<folder or its name>/``; never over an
+    existing folder (a published result is replaced only by deleting it first, on purpose)."""
     raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
     name = raw.get("name")
     if name not in ABLATIONS + BEYOND_PAPER:
         raise ValueError(f"{sweep}: name={name!r} is not a paper ablation "
                          f"({', '.join(ABLATIONS)}) or a comparison beyond it "
                          f"({', '.join(BEYOND_PAPER)})")
-    dest = results / name
+    dest = results / (folder or name)
     if dest.exists():
         raise FileExistsError(f"{dest} exists: a published result is never overwritten; "
                               f"delete it first to replace it")
@@ -162,93 +75,212 @@ def publish(sweep: Path, results: Path) -> Path:
     return dest
 
 
-def _num(x: float, digits: int = 2) -> str:
-    return "" if not math.isfinite(x) else f"{x:+.{digits}f}"
 
 
-def _paper_numbers(paper: PaperResult, claim: Claim) -> str:
-    """The paper's values (or outcomes) of the claim's two labels, in its metric."""
-    unit = "%" if paper.metric.endswith("gap_pct") else ""
+def _num(x: float | None, digits: int = 2) -> str:
+    return "" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}"
+
+
+def _paper_numbers(r: ClaimResult, paper) -> str:
+    """The paper's numbers for the claim's labels and the gap they imply, inferred ones marked."""
     parts = []
-    for label in (claim.better, claim.worse):
+    for label in (r.claim.better, r.claim.worse):
         if label in paper.values:
-            parts.append(f"{label} {paper.values[label]:g}{unit}")
+            parts.append(f"{label} {paper.values[label]:g}{'%' * paper.metric.endswith('pct')}")
+        elif label in paper.inferred:
+            parts.append(f"{label} ≈{paper.inferred[label]:g} (inferred across figures)")
         elif label in paper.outcomes:
             parts.append(f"{label}: {paper.outcomes[label].split(' (')[0]}")
-    return "; ".join(parts) + (f" ({paper.metric})" if paper.values.keys() & {
-        claim.better, claim.worse} else "") if parts else "text only"
+    text = "; ".join(parts) or "text only"
+    return text + (f"; gap {_num(r.paper_gap)}" if r.paper_gap is not None else "")
 
 
-def _claim_rows(result: AblationResult) -> list[str]:
+def _ours(r: ClaimResult) -> str:
+    if r.test is None:
+        return r.note or f"{r.n} seeds"
+    t = r.test
+    own = v.gap_test(np.array(r.gaps))
+    pooled = f"; pooled [{_num(t.lo)}, {_num(t.hi)}]" if t.pooled else ""
+    return f"{_num(t.mean)} [{_num(own.lo)}, {_num(own.hi)}]{pooled}, {r.n} seeds"
+
+
+def _flags(r: ClaimResult) -> str:
+    """What a reader must know beside the verdict: kind, duplicate, Holm."""
+    out = []
+    if r.claim.kind != "paper":
+        out.append({"size": "size claim", "ours": "ours: not the paper's"}[r.claim.kind])
+    if r.duplicate_of:
+        out.append(f"same runs as {r.duplicate_of}")
+    if r.verdict in v.RESOLVED:
+        out.append("survives Holm" if r.holm_survives else "not after Holm")
+    return "; ".join(out)
+
+
+def _seeds(r: ClaimResult) -> str:
+    if r.test is None:
+        return ""
+    return f"{v.seeds_text(r.seeds_measured) or '—'} / {v.seeds_text(r.seeds_paper) or '—'}"
+
+
+TABLE_HEAD = ("| sweep | paper | claim | paper's numbers | ours: gap % [95% CI] | verdict | "
+              "notes | seeds for 80%: measured / paper's gap |\n|---|---|---|---|---|---|---|---|")
+
+
+def _rows(sweeps: list[Sweep], results: list[ClaimResult], link_root: str = "") -> list[str]:
     rows = []
-    link = f"[{result.name}]({result.name}/report.md)"
-    for i, c in enumerate(result.claims):
-        head = (f"{link} | {result.paper.experiment}, {result.paper.figure}" if i == 0
-                else " | ")
-        ours = (f"{_num(c.gap_pct)} [{_num(c.lo)}, {_num(c.hi)}], {c.n} seeds"
-                if math.isfinite(c.lo) else c.note or f"{c.n} seeds")
-        rows.append(f"| {head} | `{c.claim}` | {_paper_numbers(result.paper, c.claim)} | "
-                    f"{ours} | **{c.verdict}** |")
+    papers = {s.name: s for s in sweeps}
+    seen = set()
+    for r in results:
+        s = papers[r.sweep]
+        head = " | "
+        if r.sweep not in seen:
+            seen.add(r.sweep)
+            head = (f"[{r.sweep}]({link_root}{r.sweep}/report.md) | "
+                    f"{s.paper.experiment}, {s.paper.figure}")
+        rows.append(f"| {head} | `{r.claim}` | {_paper_numbers(r, s.paper)} | {_ours(r)} | "
+                    f"**{r.verdict}** | {_flags(r)} | {_seeds(r)} |")
     return rows
 
 
-def _tables(names: tuple[str, ...], results: Path, paper_dir: Path | None):
-    """(published AblationResults, claim rows, scale rows) of the sweeps ``names``."""
-    published, rows, scales = [], [], []
+def _pending_rows(names: list[str], paper_dir: Path | None) -> list[str]:
+    rows = []
     for name in names:
-        folder = results / name
-        if (folder / "multirun.yaml").exists():
-            result = load_ablation(folder, paper_dir)
-            published.append(result)
-            rows += _claim_rows(result)
-            scales.append(f"| [{name}]({name}/report.md) | {result.scale} | "
-                          f"`{result.command}` |")
-        else:
-            paper = load_paper(name, paper_dir)
-            rows.append(f"| {name} | {paper.experiment}, {paper.figure} | "
-                        f"{', '.join(f'`{c}`' for c in paper.claims)} | | not yet run: "
-                        f"`nvfp4-lab run +ablation={name} +scale=lab` | **pending** |")
-    return published, rows, scales
+        paper = load_paper(name, paper_dir)
+        rows.append(f"| {name} | {paper.experiment}, {paper.figure} | "
+                    f"{', '.join(f'`{c}`' for c in paper.claims)} | | not yet run: "
+                    f"`nvfp4-lab run +ablation={name} +scale=lab` | **pending** | | |")
+    return rows
 
 
-def _tally(published: list[AblationResult]) -> str:
-    verdicts = [c.verdict for r in published for c in r.claims]
-    return ", ".join(f"{verdicts.count(v)} {v}" for v in VERDICTS if v in verdicts) or "none"
+def _sweeps(results: Path, names: tuple[str, ...], paper_dir) -> tuple[list[Sweep], list[str]]:
+    published = [n for n in names if (results / n / "multirun.yaml").exists()]
+    return ([load_sweep(results / n, paper_dir) for n in published],
+            [n for n in names if n not in published])
+
+
+def _v2_tables(results: Path, paper_dir) -> dict[str, list[Sweep]]:
+    """One table per design-v2 folder (each is one model: its own comparison classes)."""
+    folders = sorted(p.parent for p in (results / V2).glob("*/multirun.yaml"))
+    return {f"{V2} {f.name}": [load_sweep(f, paper_dir)] for f in folders}
+
+
+def _scale_rows(sweeps: list[Sweep], link_root: str = "") -> list[str]:
+    return [f"| [{s.name}]({link_root}{s.name}/report.md) | {scale_text(s.runs)} | {s.machine} | "
+            f"`{sweep_command(s.folder)}` |" for s in sweeps]
+
+
+def _pools_md(pools: list[v.Pool]) -> str:
+    rows = [f"| {p.cls} | {p.claims} | {p.p_bartlett:.3f} | {p.sd:.3f} | {p.df} | "
+            f"{'pooled' if p.pooled else 'each claim its own'} |" if math.isfinite(p.p_bartlett)
+            else f"| {p.cls} | {p.claims} | | | | each claim its own |" for p in pools]
+    return ("| comparison class | claims | Bartlett p | pooled sd (points) | df | spread used |\n"
+            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimResult]]) -> str:
+    """Claims tested in more than one sweep, with the machine of each: where the machines
+    differ, so may the float sums, and a gap is not comparable bit for bit."""
+    by_name = {(t, s.name): s for t, ss in tables.items() for s in ss}
+    seen: dict[str, list[tuple[str, ClaimResult]]] = {}
+    for t, rs in results.items():
+        for r in rs:
+            if r.test is not None:
+                seen.setdefault(str(r.claim), []).append((t, r))
+    lines = []
+    for claim, where in seen.items():
+        if len(where) < 2:
+            continue
+        machines = {by_name[(t, r.sweep)].machine for t, r in where}
+        cells = "; ".join(f"{t} {r.sweep} ({by_name[(t, r.sweep)].machine}): {_num(r.test.mean)}"
+                          for t, r in where)
+        lines.append(f"| `{claim}` | {cells} | "
+                     f"{'different machines' if len(machines) > 1 else 'one machine'} |")
+    return ("| claim | where it was tested (machine): mean gap % | machines |\n|---|---|---|\n"
+            + "\n".join(lines)) if lines else ""
+
+
+def forest_table(tested: dict[str, list[ClaimResult]]) -> pd.DataFrame:
+    """The headline figure's data: every counted claim with an interval, by table."""
+    rows = [{"label": f"{t} {r.sweep}: {r.claim}", "mean": r.test.mean, "lo": r.test.lo,
+             "hi": r.test.hi, "verdict": r.verdict,
+             "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
+            for t, rs in tested.items() for r in rs if r.counted and r.test is not None]
+    return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
 
 
 def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
-    """The whole ``results/README.md``: preregistration, findings table, the comparisons
-    beyond the paper, scales, discussion."""
-    published, rows, scales = _tables(ABLATIONS, results, paper_dir)
-    beyond, beyond_rows, beyond_scales = _tables(BEYOND_PAPER, results, paper_dir)
-    tally = _tally(published)
+    """The whole ``results/README.md``; draws ``results/figures/forest.png`` on the way."""
+    ablations, pending = _sweeps(results, ABLATIONS, paper_dir)
+    beyond, beyond_pending = _sweeps(results, BEYOND_PAPER, paper_dir)
+    v2 = _v2_tables(results, paper_dir)
+    tables = {"v1": ablations, "beyond": beyond, **v2}
+    tested, pools = evaluate(tables)
+    flat = [r for rs in tested.values() for r in rs]
+    v1_flat = tested["v1"]
+    testable = [r for r in v1_flat if r.counted]
+    figures.save(figures.forest_figure(forest_table(tested)), results / "figures", "forest",
+                 pdf=False)
     sections = [
         "# Results: the paper's findings at lab scale",
         "Generated by `nvfp4-lab plot --index` from the runs in this folder; edit "
         "`preregistration.md` and `discussion.md`, not this file. "
-        f"{len(published)} of {len(ABLATIONS)} ablations published; claims: {tally}.",
+        f"{len(ablations)} of {len(ABLATIONS)} ablations published. The paper's claims, each "
+        f"computation counted once ({len(testable)} testable): {tally(v1_flat)}; its size "
+        f"claims: {tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
+        + "".join(f"Design {t}: {tally(tested[t])}. " for t in v2)
+        + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
+        f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
+        "survive testing them all at once.",
+        "![forest](figures/forest.png)\n\nEvery counted claim: our gap with its 95% interval "
+        "(pooled where its class passed Bartlett's check), the paper's gap (diamond) where it "
+        "gives both numbers, coloured by verdict.",
         _include(results / "preregistration.md"),
-        "## Findings\n\n"
+        "## Findings (design v1: 3 seeds, final validation loss)\n\n"
         "Each claim is one finding of the paper over our arms: `a < b` means a ends with the "
-        "lower loss, `a ~ b` no difference. Ours: the paired gap of b against a in final "
-        "validation loss, (a - b) / a x 100 per seed (negative: b worse), mean and 95% t "
-        "interval. Verdict: *reproduced* (the interval is on the claim's side of 0), *not "
-        "resolved* (it includes 0), *contradicted* (it is on the other side, or excludes 0 "
-        "for a `~` claim), *consistent* (a `~` claim whose interval includes 0).\n\n"
-        "| ablation | paper | claim | paper's numbers | ours: gap % [95% CI] | verdict |\n"
-        "|---|---|---|---|---|---|\n" + "\n".join(rows),
+        "lower loss, `a ~ b` no difference. Ours: the paired gap of b against a, "
+        "(a - b) / a x 100 per seed (negative: b worse), mean and the claim's own 95% t "
+        "interval, and the pooled one where its comparison class shares one spread. Verdicts "
+        "(`analysis/verdicts.py`): *reproduced*, *contradicted*, *rules out the paper's size* "
+        "(includes 0, excludes the paper's gap), *equivalent* (a `~` claim whose TOST at "
+        f"±{v.MARGIN_PCT}% passes), *not resolved*, *not testable* (bit-identical arms). "
+        "Seeds for 80%: the paired seeds a two-sided 5% test needs at the measured gap and at "
+        "the paper's, from the spread used.\n\n"
+        + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, v1_flat)
+                                          + _pending_rows(pending, paper_dir)),
         "## Beyond the paper: the published FP4 recipes on equal terms\n\n"
         "Each source's claim, tested over our arms as above; the sources measured at their own "
         "scales against their own baselines (nvfp4_lab/paper/<sweep>.yaml names them). "
-        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {_tally(beyond)}.\n\n"
-        "| sweep | sources | claim | sources' numbers | ours: gap % [95% CI] | verdict |\n"
-        "|---|---|---|---|---|---|\n" + "\n".join(beyond_rows),
-        "## Scale and command of each published sweep\n\n"
-        "| sweep | scale | re-run (from its multirun.yaml) |\n|---|---|---|\n"
-        + ("\n".join(scales + beyond_scales) or "| none yet | | |"),
+        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested['beyond'])}."
+        "\n\n" + TABLE_HEAD + "\n"
+        + "\n".join(_rows(beyond, tested["beyond"]) + _pending_rows(beyond_pending, paper_dir)),
+        _v2_md(v2, tested),
+        "## Comparison classes\n\nThe claims whose paired gaps share one spread "
+        "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
+        + _pools_md(pools),
+        "## The same claim in several sweeps\n\n" + _machines_md(tables, tested),
+        "## Scale, machine and command of each published sweep\n\n"
+        "| sweep | scale | machine (as its runs recorded it) | re-run (from its multirun.yaml) |"
+        "\n|---|---|---|---|\n"
+        + ("\n".join(_scale_rows(ablations + beyond)
+                     + _scale_rows([s for ss in v2.values() for s in ss], f"{V2}/"))
+           or "| none yet | | | |"),
         _include(results / "discussion.md"),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]]) -> str:
+    """The design-v2 tables: the primary metric's verdicts (Holm over the whole page), then
+    the paper's metric's (Holm over v2's claims)."""
+    if not v2:
+        return ""
+    parts = ["## Design v2: 8 fresh paired seeds (results/preregistration.md)"]
+    for metric, words in METRICS.items():
+        tested = primary if metric == "final_val_loss" else evaluate(v2, metric)[0]
+        rows = [row for t, ss in v2.items() for row in _rows(ss, tested[t], f"{V2}/")]
+        parts.append(f"### {words} ({'primary' if metric == 'final_val_loss' else 'secondary'})"
+                     "\n\n" + TABLE_HEAD + "\n" + "\n".join(rows))
+    return "\n\n".join(parts)
 
 
 def _include(path: Path) -> str:
@@ -256,7 +288,7 @@ def _include(path: Path) -> str:
 
 
 def write_index(results: Path, paper_dir: Path | None = None) -> Path:
-    """Write ``results/README.md``; returns its path."""
+    """Write ``results/README.md`` (and its forest figure); returns its path."""
     out = results / "README.md"
     out.write_text(index_markdown(results, paper_dir))
     return out

@@ -20,7 +20,10 @@ scale nearest ours.
 ``claims`` are the paper's findings as tests our runs can pass or fail, one string each:
 ``"a < b"`` (a ends with the lower loss) or ``"a ~ b"`` (no difference), over our labels, taken
 from the finding, the ordering and the outcomes (an arm that diverged in the paper is worse than
-any that converged). ``analysis.index`` gives each claim a verdict from our paired gaps.
+any that converged). ``sizes`` are claims about the size of an effect (an exchange rate), tested
+the same way and counted apart; ``ours`` are the lab's own comparisons, which the paper does not
+make. ``inferred`` holds a number the paper implies only across figures (label -> value, the
+notes say how), shown as inferred. ``analysis.claims`` gives each claim a verdict.
 """
 from __future__ import annotations
 
@@ -40,7 +43,8 @@ SOURCES = ("read", "plot≈")
 REQUIRED = ("experiment", "figure", "scale", "metric", "baseline", "reference", "axis", "finding",
             "ordering", "values", "source", "claims")
 _CLAIM = re.compile(r"^\s*(?P<a>\S+)\s+(?P<op>[<~])\s+(?P<b>\S+)\s*$")
-OPTIONAL = ("outcomes", "notes")
+OPTIONAL = ("outcomes", "notes", "sizes", "ours", "inferred")
+KINDS = ("paper", "size", "ours")       # a claim of the paper, about a size, of the lab
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,7 @@ class Claim:
     better: str
     worse: str
     same: bool = False
+    kind: str = "paper"
 
     def __str__(self) -> str:
         return f"{self.better} {'~' if self.same else '<'} {self.worse}"
@@ -76,6 +81,21 @@ class PaperResult:
     claims: list[Claim]                # the findings our runs are checked against
     outcomes: dict[str, str] = field(default_factory=dict)   # label -> "converges" / "diverges.."
     notes: str = ""
+    inferred: dict[str, float] = field(default_factory=dict)  # label -> value across figures
+
+    def gap(self, claim: Claim) -> float | None:
+        """The paper's gap for ``claim`` in our units, (a - b) / a x 100 of the loss, from its
+        values (or inferred ones); None where it gives no number for one of the two. A gap
+        metric g relative to a reference R stands for the loss R (1 - g / 100)."""
+        known = {**self.inferred, **self.values}
+        if claim.better not in known or claim.worse not in known:
+            return None
+        a, b = known[claim.better], known[claim.worse]
+        if self.metric in GAP_METRICS:
+            a, b = 1 - a / 100, 1 - b / 100
+        elif self.metric not in ABSOLUTE_METRICS:
+            return None
+        return (a - b) / a * 100
 
 
 
@@ -133,25 +153,29 @@ def _parse(path: Path) -> PaperResult:
             raise ValueError(f"{path}: key 'ordering' must list each label of 'values' once: "
                              f"missing {sorted(set(values) - set(ordering))}, extra or repeated "
                              f"{sorted(set(ordering) - set(values)) or ordering}")
-    claims = _claims(path, raw["claims"])
+    claims = [*_claims(path, raw["claims"]), *_claims(path, raw.get("sizes") or [], "size"),
+              *_claims(path, raw.get("ours") or [], "ours")]
+    inferred = _labels(path, "inferred", raw.get("inferred") or {}, float)
     notes = raw.get("notes") or ""
     if not isinstance(notes, str):
         raise ValueError(f"{path}: key 'notes' must be a string")
     return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
                        baseline, raw["reference"], raw["axis"], raw["finding"], ordering,
-                       values, source, claims, outcomes, notes)
+                       values, source, claims, outcomes, notes, inferred)
 
 
-def _claims(path: Path, raw) -> list[Claim]:
-    if not isinstance(raw, list) or not raw:
-        raise ValueError(f"{path}: key 'claims' must be a non-empty list of 'a < b' or 'a ~ b'")
+def _claims(path: Path, raw, kind: str = "paper") -> list[Claim]:
+    key = {"paper": "claims", "size": "sizes", "ours": "ours"}[kind]
+    if not isinstance(raw, list) or (kind == "paper" and not raw):
+        raise ValueError(f"{path}: key {key!r} must be a {'non-empty ' * (kind == 'paper')}"
+                         f"list of 'a < b' or 'a ~ b'")
     out = []
     for item in raw:
         m = _CLAIM.match(str(item))
         if not m or m["a"] == m["b"]:
-            raise ValueError(f"{path}: key 'claims': {item!r} is not 'a < b' or 'a ~ b' over "
+            raise ValueError(f"{path}: key {key!r}: {item!r} is not 'a < b' or 'a ~ b' over "
                              f"two different labels")
-        out.append(Claim(m["a"], m["b"], same=m["op"] == "~"))
+        out.append(Claim(m["a"], m["b"], same=m["op"] == "~", kind=kind))
     return out
 
 

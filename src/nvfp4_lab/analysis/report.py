@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from . import figures
+from . import verdicts as v
 from .collect import Collection, collect
 from .gaps import curve_efficiency_table, efficiency_table
 from .paper import PaperResult, load_paper, paper_ordering_agrees
@@ -195,14 +196,25 @@ def _table_md(table: pd.DataFrame, base: str) -> str:
         ci = f"[{_fmt(r.ci_lo)}, {_fmt(r.ci_hi)}]" if np.isfinite(r.ci_lo) else ""
         gap = "" if r.label == base else _fmt(r.gap_pct, 2)
         gci = f"[{_fmt(r.gap_lo, 2)}, {_fmt(r.gap_hi, 2)}]" if np.isfinite(r.gap_lo) else ""
+        pci = (f"[{_fmt(r.pooled_lo, 2)}, {_fmt(r.pooled_hi, 2)}]"
+               if np.isfinite(r.pooled_lo) else "")
+        seeds = v.seeds_text(None if pd.isna(r.seeds_80) else int(r.seeds_80))
         rows.append(f"| `{r.label}` | {r.n} | {_fmt(r.mean)} | {_fmt(r.sd)} | {ci} | {gap} | "
-                    f"{gci} | {r.verdict} |")
+                    f"{gci} | {pci} | {r.verdict} | {seeds} |")
+    checks = table.dropna(subset=["bartlett_p"]).drop_duplicates("bartlett_p")
+    pooled = ("" if checks.empty else " Bartlett's check of equal spreads across the recipes' "
+              "gaps: " + ", ".join(f"p = {p:.3f}" for p in checks["bartlett_p"])
+              + " (pooled where p >= 0.05, and then the verdict uses the pooled interval).")
     return ("## Final validation loss (nats/token)\n\n"
             f"Gap = (baseline - recipe) / baseline x 100%, per seed against `{base}` of the "
             "same seed (paired), then averaged; negative = worse than the baseline. A verdict "
-            "is given only when the 95% interval excludes zero.\n\n"
-            "| recipe | seeds | mean | sd | 95% CI | gap (%) | gap 95% CI | verdict |\n"
-            "|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "is given only when the 95% interval excludes zero. Pooled: the recipes' gaps "
+            "share one spread (against BF16, or between quantized recipes); seeds for 80%: "
+            "the paired seeds a two-sided 5% test needs at this gap (analysis/verdicts.py)."
+            + pooled + "\n\n"
+            "| recipe | seeds | mean | sd | 95% CI | gap (%) | gap 95% CI | pooled 95% CI | "
+            "verdict | seeds for 80% |\n"
+            "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def _repeats_md(runs: pd.DataFrame) -> str:

@@ -6,18 +6,7 @@ for n values with sample standard deviation s (ddof=1) the interval is
 
     mean +- t_{(1+level)/2, n-1} * s / sqrt(n).
 
-scipy is not a dependency, so ``t_quantile`` computes the quantile itself. The t CDF with
-df degrees of freedom is, for t >= 0,
-
-    P(T > t) = I_x(df/2, 1/2) / 2,    x = df / (df + t^2),
-
-where I_x(a, b) is the regularized incomplete beta function. I_x is evaluated with the
-continued fraction of Numerical Recipes (``betacf``, modified Lentz), prefixed by
-x^a (1-x)^b / (a B(a, b)) computed through ``math.lgamma``; the fraction converges quickly for
-x < (a+1)/(a+b+2), and the symmetry I_x(a, b) = 1 - I_{1-x}(b, a) covers the other side. Both
-x and 1-x are formed directly from t (df/(df+t^2) and t^2/(df+t^2)) so that neither loses
-digits to a subtraction from 1. The quantile is then found by bisection on the upper tail,
-which is monotone in t: doubling finds a bracket, halving narrows it to ~1e-12 relative.
+scipy gives the quantile (``scipy.stats.t``).
 
 Loss gaps follow the paper's convention: the relative difference of an experiment to a
 reference is
@@ -37,80 +26,9 @@ from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
-# Enough continued-fraction terms for df up to ~1e7: the fraction needs O(sqrt(max(a, b)))
-# terms near the switch point x ~ (a+1)/(a+b+2), and a = df/2.
-_CF_MAX_TERMS = 20_000
-_CF_EPS = 1e-16
-_TINY = 1e-300
-
-
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (Numerical Recipes, modified Lentz)."""
-    qab, qap, qam = a + b, a + 1.0, a - 1.0
-    c = 1.0
-    d = 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > _TINY else _TINY)
-    h = d
-    for m in range(1, _CF_MAX_TERMS + 1):
-        m2 = 2 * m
-        for aa in (m * (b - m) * x / ((qam + m2) * (a + m2)),
-                   -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + aa * d
-            d = 1.0 / (d if abs(d) > _TINY else _TINY)
-            c = 1.0 + aa / c
-            c = c if abs(c) > _TINY else _TINY
-            delta = d * c
-            h *= delta
-        if abs(delta - 1.0) < _CF_EPS:
-            return h
-    raise ArithmeticError(f"incomplete beta continued fraction did not converge (a={a}, b={b})")
-
-
-def _betai(a: float, b: float, x: float, y: float) -> float:
-    """Regularized incomplete beta I_x(a, b), given x and y = 1 - x computed separately."""
-    if x <= 0.0:
-        return 0.0
-    if y <= 0.0:
-        return 1.0
-    log_front = (math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b)
-                 + a * math.log(x) + b * math.log(y))
-    front = math.exp(log_front)
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, y) / b
-
-
-def _t_upper_tail(t: float, df: int) -> float:
-    """P(T > t) for t >= 0 under Student's t with df degrees of freedom."""
-    t2 = t * t
-    return 0.5 * _betai(df / 2.0, 0.5, df / (df + t2), t2 / (df + t2))
-
-
-def t_quantile(p: float, df: int) -> float:
-    """The p-quantile of Student's t distribution with df degrees of freedom.
-
-    Solves P(T > t) = min(p, 1-p) for t >= 0 by bisection and restores the sign by symmetry;
-    1 - p is exact for p >= 1/2, so the tail probability carries no rounding of its own.
-    """
-    if not 0.0 < p < 1.0:
-        raise ValueError(f"p must lie in (0, 1), got {p}")
-    if df < 1:
-        raise ValueError(f"df must be >= 1, got {df}")
-    if p == 0.5:
-        return 0.0
-    tail = min(p, 1.0 - p)
-    lo, hi = 0.0, 1.0
-    while _t_upper_tail(hi, df) > tail:
-        lo, hi = hi, 2.0 * hi
-    while hi - lo > 1e-13 * max(1.0, hi):
-        mid = 0.5 * (lo + hi)
-        if _t_upper_tail(mid, df) > tail:
-            lo = mid
-        else:
-            hi = mid
-    t = 0.5 * (lo + hi)
-    return t if p > 0.5 else -t
+from . import verdicts as v
 
 
 @dataclass(frozen=True)
@@ -139,7 +57,7 @@ def mean_ci(values, level: float = 0.95) -> Interval:
     if n < 2:
         return Interval(n, mean, math.nan, math.nan, math.nan)
     sd = float(x.std(ddof=1))
-    half = t_quantile((1.0 + level) / 2.0, n - 1) * sd / math.sqrt(n)
+    half = float(stats.t.ppf((1.0 + level) / 2.0, n - 1)) * sd / math.sqrt(n)
     return Interval(n, mean, sd, mean - half, mean + half)
 
 
@@ -183,7 +101,7 @@ def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
     return out[["label", "seed", "value", "baseline_value", "gap_pct"]].reset_index(drop=True)
 
 
-def _verdict(n_pairs: int, gap: Interval) -> str:
+def _verdict(n_pairs: int, gap: Interval | v.GapTest) -> str:
     """Word for a paired-gap interval: resolved only when it excludes 0."""
     if n_pairs == 0:
         return "no paired seeds"
@@ -208,14 +126,18 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
     ``paired_gaps`` are summarized too: n_pairs, gap_pct (their mean), gap_lo, gap_hi and a
     verdict: "better" / "worse" when the
     gap interval excludes 0, "not resolved" when it includes 0, "one seed: no interval",
-    "no paired seeds". The baseline's own row has verdict "baseline", NaN gaps, and as
-    n_pairs the number of its seeds (the seeds others can pair with).
+    "no paired seeds"; the interval is the pooled one (pooled_lo, pooled_hi) where the
+    labels' comparison class passed Bartlett's check (bartlett_p), else the label's own;
+    seeds_80: paired seeds for 80% power at the measured gap. The baseline's own row has
+    verdict "baseline", NaN gaps, and as n_pairs the number of its seeds (the seeds others
+    can pair with).
     """
     if baseline is not None:
         _require_label(runs, baseline, "baseline")
     finished = _finished(runs, metric)
     per_seed = finished.groupby(["label", "seed"], sort=False)[metric].agg(["mean", "size"])
     gaps = paired_gaps(runs, baseline, metric) if baseline is not None else None
+    tests = _pooled_tests(runs, gaps, baseline) if gaps is not None else {}
     rows = []
     for label in _labels(runs):
         mine = per_seed.loc[label] if label in per_seed.index.get_level_values(0) else None
@@ -229,8 +151,35 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
                 gap, verdict = Interval(0, math.nan, math.nan, math.nan, math.nan), "baseline"
             else:
                 gap = mean_ci(gaps.loc[gaps["label"] == label, "gap_pct"], level)
-                n_pairs, verdict = gap.n, _verdict(gap.n, gap)
+                n_pairs = gap.n
+                used = tests.get(label, (None, None))[0]
+                verdict = _verdict(gap.n, used if used is not None and used.pooled else gap)
             row.update(n_pairs=n_pairs, gap_pct=gap.mean, gap_lo=gap.lo, gap_hi=gap.hi,
                        verdict=verdict)
+            row.update(_pooled_columns(*tests.get(label, (None, None))))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _pooled_tests(runs: pd.DataFrame, gaps: pd.DataFrame, baseline: str
+                  ) -> dict[str, tuple[v.GapTest, v.Pool]]:
+    """label -> (its gap test, its class's pool): the labels' gaps to the baseline pooled per
+    comparison class (against BF16, or between quantized recipes; analysis.verdicts)."""
+    bf16 = set(runs.loc[runs.get("recipe", pd.Series(dtype=str)) == "bf16", "label"])
+    samples = {lb: g["gap_pct"].to_numpy() for lb, g in gaps.groupby("label", sort=False)}
+    samples = {lb: g for lb, g in samples.items() if len(g) >= 2 and not v.degenerate(g)}
+    cls = {lb: "vs BF16" if bf16 & {lb, baseline} else "FP4 vs FP4" for lb in samples}
+    pools = {c: v.pool(c, [g for lb, g in samples.items() if cls[lb] == c])
+             for c in set(cls.values())}
+    return {lb: (v.gap_test(g, pools[cls[lb]]), pools[cls[lb]]) for lb, g in samples.items()}
+
+
+def _pooled_columns(test: v.GapTest | None, pool: v.Pool | None) -> dict:
+    """pooled_lo / pooled_hi (NaN when the class did not pool), Bartlett's p of the class, and
+    the paired seeds for 80% power at the measured gap with the spread used."""
+    if test is None:
+        return {"pooled_lo": math.nan, "pooled_hi": math.nan, "bartlett_p": math.nan,
+                "seeds_80": None}
+    return {"pooled_lo": test.lo if test.pooled else math.nan,
+            "pooled_hi": test.hi if test.pooled else math.nan,
+            "bartlett_p": pool.p_bartlett, "seeds_80": v.seeds_needed(test.mean, test.sd)}

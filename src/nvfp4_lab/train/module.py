@@ -167,6 +167,12 @@ class LMTask(L.LightningModule):
                       prog_bar=True, on_step=True, on_epoch=False)
         return loss
 
+    def on_train_batch_end(self, outputs, batch, batch_idx) -> None:
+        # stopping at max_steps is what makes Lightning validate after the last step too, so
+        # a run whose max_steps is not a multiple of val_every still ends on an evaluation
+        if self.global_step >= self.trainer.max_steps:
+            self.trainer.should_stop = True
+
     def on_before_optimizer_step(self, optimizer) -> None:
         for name, p in self.named_parameters():
             if p.grad is not None and not torch.isfinite(p.grad).all():

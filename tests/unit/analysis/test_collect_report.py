@@ -383,7 +383,7 @@ def test_each_ablation_names_the_figures_its_report_will_contain(ablation):
     assert line, f"{ablation}.yaml has no '# Report figures:' header line"
     cfg = yaml.safe_load(text)
     expected = {"loss.png", "loss_gap.png"}
-    if load_paper(ablation) is not None:
+    if load_paper(cfg["name"]) is not None:
         expected.add("paper_vs_ours.png")
     if any("tokens_multiplier" in (arm.get("train") or {}) for arm in cfg.get("arms", {}).values()):
         expected.add("token_efficiency.png")

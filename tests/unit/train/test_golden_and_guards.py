@@ -109,6 +109,17 @@ def test_nonfinite_stops_with_step_and_layer(composer, tmp_path, monkeypatch):
                if v.is_floating_point())
 
 
+def test_a_run_evaluates_at_its_last_step(composer, tmp_path):
+    """max_steps=7 with val_every=3: validation at steps 3, 6 and 7, and the summary's final
+    validation loss is step 7's (before the fix it was step 6's)."""
+    cfg = composer([*fast(tmp_path, steps=7), "train.val_every=3", "quant=bf16"])
+    summary = train(cfg, tmp_path / "run", multirun=True)
+    metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
+    val = metrics.dropna(subset=["val_loss"])
+    assert val["step"].tolist() == [3, 6, 7]
+    assert summary["final_val_loss"] == val["val_loss"].iloc[-1] != val["val_loss"].iloc[-2]
+
+
 @pytest.mark.parametrize("schedule", ["wsd", "cosine"])
 def test_lr_schedule_shape(schedule):
     t = TrainConfig(schedule=schedule, warmup=0.1, decay=0.2, min_lr_ratio=0.01)

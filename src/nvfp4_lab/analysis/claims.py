@@ -1,0 +1,190 @@
+"""Every claim of a set of published sweeps tested together: per-claim gaps, the pooled spread
+of each comparison class, verdicts, multiplicity, the seeds each claim needs, and which claims
+count in a headline.
+
+A sweep's claims come from its paper entry (``paper.load_paper``: the paper's claims, its size
+claims, the lab's own). Each is tested on the paired gaps of ``metric`` between its two labels
+(``stats.paired_gaps``) with the arithmetic of ``verdicts``. Testing them *together* is what
+makes three things possible: a pooled variance per comparison class (FP4 against FP4, or
+against BF16, within one table), Holm and Benjamini-Hochberg over every tested claim, and
+counting each computation once: a claim whose per-seed losses equal, bit for bit, those of a
+claim listed before it (the same runs reached through two ablations) is a duplicate and is
+not counted again.
+
+A claim counts in a headline when it is the paper's (not a size, not ours), testable (its arms
+ran and differ) and not a duplicate.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+from . import verdicts as v
+from .collect import collect
+from .paper import Claim, PaperResult, load_paper
+from .stats import paired_gaps
+
+METRICS = {"final_val_loss": "final validation loss",
+           "tail_train_loss": "train loss averaged over the last 10% of steps"}
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """One published sweep: its folder, its paper entry, its runs and what diverged."""
+
+    folder: Path
+    paper: PaperResult
+    runs: pd.DataFrame
+    diverged: frozenset[str]
+
+    @property
+    def name(self) -> str:
+        return self.folder.name
+
+    @property
+    def machine(self) -> str:
+        """The machine its runs recorded ("x86_64 AVX512, Intel(R) Xeon(R) Processor")."""
+        devices = sorted({str(d).removeprefix("cpu (").removesuffix(")").rsplit(", ", 1)[0]
+                          for d in self.runs["device"].dropna()})
+        return "; ".join(devices) or "not recorded"
+
+    def bf16(self, label: str) -> bool:
+        return bool((self.runs.loc[self.runs["label"] == label, "recipe"] == "bf16").any())
+
+
+def load_sweep(folder: Path, paper_dir: Path | None = None) -> Sweep:
+    """A published sweep; its paper entry is named by its multirun.yaml's ``name``."""
+    raw = yaml.safe_load((folder / "multirun.yaml").read_text()) or {}
+    name = raw.get("name") or folder.name
+    paper = load_paper(name, paper_dir)
+    if paper is None:
+        raise ValueError(f"{folder}: no paper entry nvfp4_lab/paper/{name}.yaml")
+    coll = collect([folder])
+    div = coll.skipped[coll.skipped["status"] == "diverged"]["label"].dropna()
+    return Sweep(folder, paper, coll.runs, frozenset(set(div) - set(coll.runs["label"])))
+
+
+@dataclass(frozen=True)
+class ClaimResult:
+    """One claim of one sweep tested (``test`` is None where no interval could be formed)."""
+
+    sweep: str
+    claim: Claim
+    cls: str
+    verdict: str
+    gaps: tuple[float, ...] = ()
+    test: v.GapTest | None = None
+    paper_gap: float | None = None
+    p: float = math.nan
+    p_holm: float = math.nan
+    p_bh: float = math.nan
+    seeds_measured: int | None = None
+    seeds_paper: int | None = None
+    note: str = ""
+    duplicate_of: str = ""
+    key: tuple = ()
+
+    @property
+    def n(self) -> int:
+        return len(self.gaps)
+
+    @property
+    def testable(self) -> bool:
+        return self.verdict not in ("not testable", "not run")
+
+    @property
+    def counted(self) -> bool:
+        return self.claim.kind == "paper" and self.testable and not self.duplicate_of
+
+    @property
+    def holm_survives(self) -> bool:
+        return self.verdict in v.RESOLVED and self.p_holm < v.ALPHA
+
+
+def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
+    """A claim before pooling: its gaps, or the verdict that needs none."""
+    labels = set(sweep.runs["label"])
+    missing = [lb for lb in (claim.better, claim.worse)
+               if lb not in labels and lb not in sweep.diverged]
+    base = ClaimResult(sweep.name, claim, cls, "not run", paper_gap=sweep.paper.gap(claim))
+    if missing:
+        return replace(base, note=f"no runs of {', '.join(missing)}")
+    div = sweep.diverged & {claim.better, claim.worse}
+    if div:
+        word = ("not resolved" if len(div) == 2 else "reproduced"
+                if claim.worse in div and not claim.same else "contradicted")
+        return replace(base, verdict=word, note=f"diverged: {', '.join(sorted(div))}")
+    gaps = paired_gaps(sweep.runs, claim.better, metric)
+    mine = gaps[gaps["label"] == claim.worse]
+    key = tuple(zip(mine["seed"], mine["baseline_value"], mine["value"]))
+    values = tuple(mine["gap_pct"])
+    if v.degenerate(np.array(values)):
+        return replace(base, verdict="not testable", gaps=values, key=key,
+                       note="the two arms are bit-identical at this scale")
+    word = "too few seeds" if len(values) < 2 else "pending"
+    return replace(base, verdict=word, gaps=values, key=key)
+
+
+def _tested(r: ClaimResult, pool: v.Pool | None) -> ClaimResult:
+    test = v.gap_test(np.array(r.gaps), pool)
+    word = v.verdict(r.claim.same, test, r.paper_gap)
+    if r.claim.same:      # seeds for TOST to pass if the true gap is 0
+        measured = paper = v.seeds_needed(0.0, test.sd, equivalence=True)
+    else:
+        measured, paper = (v.seeds_needed(test.mean, test.sd),
+                           v.seeds_needed(r.paper_gap, test.sd))
+    return replace(r, test=test, verdict=word,
+                   p=v.verdict_p(r.claim.same, word, test, r.paper_gap),
+                   seeds_measured=measured, seeds_paper=paper)
+
+
+def _cls(sweep: Sweep, claim: Claim) -> str:
+    """The comparison class (results/preregistration.md, Design v2): one sweep's claims
+    against BF16, or its claims between quantized arms."""
+    vs = "vs BF16" if sweep.bf16(claim.better) or sweep.bf16(claim.worse) else "FP4 vs FP4"
+    return f"{sweep.folder.parent.name}/{sweep.name}: {vs}" if sweep.folder.parent.name == "v2" \
+        else f"{sweep.name}: {vs}"
+
+
+def evaluate(tables: dict[str, list[Sweep]], metric: str = "final_val_loss"
+             ) -> tuple[dict[str, list[ClaimResult]], list[v.Pool]]:
+    """Test every claim of every sweep, table by table; each sweep's claims form its two
+    comparison classes; Holm and BH run over all tested claims of all tables. Returns the
+    results by table, in the sweeps' and claims' order, and the pools."""
+    first = {t: [_first(s, c, metric, _cls(s, c)) for s in sweeps for c in s.paper.claims]
+             for t, sweeps in tables.items()}
+    flat = [r for rs in first.values() for r in rs]
+    pending = [r for r in flat if r.verdict == "pending"]
+    pools = [v.pool(cls, [np.array(r.gaps) for r in pending if r.cls == cls])
+             for cls in dict.fromkeys(r.cls for r in pending)]
+    by_cls = {p.cls: p for p in pools}
+    done = {id(r): _tested(r, by_cls[r.cls]) for r in pending}
+    results = {t: [done.get(id(r), r) for r in rs] for t, rs in first.items()}
+    tested = [r for rs in results.values() for r in rs if r.test is not None]
+    holm, bh = v.holm([r.p for r in tested]), v.bh([r.p for r in tested])
+    adjusted = {(r.sweep, str(r.claim)): (h, b) for r, h, b in zip(tested, holm, bh)}
+    seen: dict[tuple, str] = {}
+    out = {}
+    for t, rs in results.items():
+        out[t] = []
+        for r in rs:
+            h, b = adjusted.get((r.sweep, str(r.claim)), (math.nan, math.nan))
+            dup = seen.get(r.key, "") if r.key and r.claim.kind == "paper" else ""
+            if r.key and r.claim.kind == "paper":
+                seen.setdefault(r.key, f"{r.sweep}: {r.claim}")
+            out[t].append(replace(r, p_holm=h, p_bh=b, duplicate_of=dup))
+    return out, pools
+
+
+def tally(results: list[ClaimResult], kind: str = "paper") -> str:
+    """"4 reproduced, 3 not resolved (2 survive Holm)" over the counted claims of ``kind``."""
+    mine = [r for r in results if r.claim.kind == kind and r.testable and not r.duplicate_of]
+    words = [r.verdict for r in mine]
+    text = ", ".join(f"{words.count(w)} {w}" for w in v.VERDICTS if w in words) or "none"
+    holm = sum(r.holm_survives for r in mine)
+    return f"{text} ({holm} of {len(mine)} survive Holm)" if mine else text

@@ -1,0 +1,122 @@
+"""analysis.verdicts against hand calculations, closed forms and scipy's own tests (ttest_1samp,
+a printed power table): pooled spreads, Bartlett's check, TOST, the verdict words, Holm and BH,
+and the seeds a claim needs."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from nvfp4_lab.analysis import verdicts as v
+
+
+def t2_cdf(t: float) -> float:
+    """Student's t CDF at 2 degrees of freedom, closed form."""
+    return 0.5 + t / (2 * math.sqrt(2 + t * t))
+
+
+def test_own_spread_matches_scipys_one_sample_t_test():
+    gaps = np.array([-0.43, -0.79, -1.80])
+    test = v.gap_test(gaps)
+    ref = stats.ttest_1samp(gaps, 0.0)
+    ci = ref.confidence_interval(0.95)
+    assert (test.n, test.df, test.pooled) == (3, 2, False)
+    assert test.lo == pytest.approx(ci.low, abs=1e-12)
+    assert test.hi == pytest.approx(ci.high, abs=1e-12)
+    assert test.p_against(0.0) == pytest.approx(ref.pvalue, abs=1e-12)
+
+
+def test_pooled_spread_and_bartlett_by_hand():
+    """Two claims, 3 seeds each: s_p^2 = (2 s1^2 + 2 s2^2) / 4, df 4; Bartlett's statistic
+    by its formula and, with one degree of freedom, p = erfc(sqrt(T / 2))."""
+    a, b = np.array([1.0, 2.0, 4.0]), np.array([0.0, 0.5, 2.0])
+    s1, s2 = a.var(ddof=1), b.var(ddof=1)          # 7/3 and 13/12
+    sp2 = (2 * s1 + 2 * s2) / 4
+    c = 1 + (1 / 2 + 1 / 2 - 1 / 4) / 3
+    t_stat = (4 * math.log(sp2) - 2 * math.log(s1) - 2 * math.log(s2)) / c
+    p = math.erfc(math.sqrt(t_stat / 2))
+    got = v.pool("class", [a, b])
+    assert got.sd == pytest.approx(math.sqrt(sp2), abs=1e-12) and got.df == 4
+    assert got.p_bartlett == pytest.approx(p, abs=1e-12) and got.pooled == (p >= 0.05)
+    test = v.gap_test(a, got)
+    half = stats.t.ppf(0.975, 4) * math.sqrt(sp2) / math.sqrt(3)
+    assert test.pooled and test.lo == pytest.approx(a.mean() - half, abs=1e-12)
+
+
+def test_a_failed_check_keeps_each_claims_own_spread():
+    tight, wide = np.array([0.0, 0.01, 0.02, 0.015]), np.array([-3.0, 1.0, 4.0, -2.0])
+    pool = v.pool("class", [tight, wide])
+    assert pool.p_bartlett < 0.05 and not pool.pooled
+    assert v.gap_test(tight, pool).sd == pytest.approx(tight.std(ddof=1), abs=1e-15)
+    # degenerate and single-seed samples are left out of the check
+    lone = v.pool("c", [tight, np.zeros(3), np.array([1.0])])
+    assert lone.claims == 1 and math.isnan(lone.p_bartlett) and not lone.pooled
+
+
+def test_tost_at_two_degrees_of_freedom_by_closed_form():
+    gaps = np.array([0.1, -0.2, 0.25])
+    test = v.gap_test(gaps)
+    m, se = gaps.mean(), gaps.std(ddof=1) / math.sqrt(3)
+    want = max(1 - t2_cdf((m + 0.5) / se), t2_cdf((m - 0.5) / se))
+    assert test.p_tost(0.5) == pytest.approx(want, abs=1e-12)
+    assert v.verdict(True, test) == ("equivalent" if want < 0.05 else "not resolved")
+
+
+@pytest.mark.parametrize("same, gaps, paper, word", [
+    (False, [-1.0, -1.2, -0.9], None, "reproduced"),
+    (False, [1.0, 1.2, 0.9], None, "contradicted"),
+    (False, [-0.1, 0.2, 0.0], -1.5, "rules out the paper's size"),
+    (False, [-0.1, 0.2, 0.0], None, "not resolved"),
+    (False, [-3.0, 2.0, 0.5], -1.5, "not resolved"),     # wide: includes the paper's gap
+    (True, [0.01, -0.02, 0.0], None, "equivalent"),
+    (True, [0.4, 0.5, 0.45], None, "contradicted"),
+    (True, [-2.0, 2.5, 0.3], None, "not resolved"),
+])
+def test_verdict_words(same, gaps, paper, word):
+    assert v.verdict(same, v.gap_test(np.array(gaps)), paper) == word
+
+
+def test_degenerate_means_every_gap_exactly_zero():
+    assert v.degenerate(np.zeros(3)) and not v.degenerate(np.array([0.0, 0.0, 1e-12]))
+    assert not v.degenerate(np.array([]))
+
+
+def test_holm_and_bh_by_hand():
+    p = np.array([0.01, 0.04, 0.03, 0.005])
+    # sorted 0.005 0.01 0.03 0.04 times 4 3 2 1 = 0.02 0.03 0.06 0.04, running max
+    assert v.holm(p) == pytest.approx([0.03, 0.06, 0.06, 0.02], abs=1e-15)
+    # sorted times 4/1 4/2 4/3 4/4 = 0.02 0.02 0.04 0.04, running min from the top
+    assert v.bh(p) == pytest.approx([0.02, 0.04, 0.04, 0.02], abs=1e-15)
+    assert v.holm(np.array([0.6, 0.7])) == pytest.approx([1.0, 1.0])
+
+
+@pytest.mark.parametrize("effect, n", [(1.0, 10), (0.8, 15), (0.5, 34)])
+def test_seeds_needed_matches_the_printed_power_table(effect, n):
+    """One-sample / paired t-test, two-sided 5%, 80% power (Cohen's table, G*Power): effect
+    sizes 1.0, 0.8 and 0.5 need 10, 15 and 34 pairs."""
+    assert v.seeds_needed(-effect * 0.3, 0.3) == n
+    assert v.power(n, effect, 1.0) >= 0.8 > v.power(n - 1, effect, 1.0)
+
+
+def test_seeds_needed_edges():
+    assert v.seeds_needed(None, 1.0) is None and v.seeds_needed(0.0, 1.0) is None
+    assert v.seeds_needed(-1.0, 0.0) is None
+    assert v.seeds_needed(-1e-3, 1.0) == v.MAX_SEEDS + 1
+    assert v.seeds_text(v.MAX_SEEDS + 1) == f"> {v.MAX_SEEDS}" and v.seeds_text(7) == "7"
+
+
+def test_tost_power_against_a_simulation():
+    """The seeds TOST needs when the true gap is 0, checked by simulating that many seeds (the
+    TOST decision computed here from the sample means and spreads, vectorised)."""
+    sd, rng = 0.4, np.random.default_rng(0)
+    n = v.seeds_needed(0.0, sd, equivalence=True)
+
+    def passes(k: int) -> float:
+        g = rng.normal(0.0, sd, size=(40_000, k))
+        m, se = g.mean(axis=1), g.std(axis=1, ddof=1) / math.sqrt(k)
+        crit = stats.t.ppf(0.95, k - 1)
+        return float(np.mean(((m + 0.5) / se > crit) & ((m - 0.5) / se < -crit)))
+
+    assert passes(n) >= 0.8 - 0.01 and passes(n - 1) < 0.8 + 0.01
