@@ -28,9 +28,10 @@ import pandas as pd
 from . import figures
 from . import verdicts as v
 from .collect import Collection, collect
+from .context import context_md, shipped
 from .gaps import curve_efficiency_table, efficiency_table
 from .paper import PaperResult, load_paper, paper_ordering_agrees
-from .stats import recipe_table
+from .stats import paired_gaps, recipe_table
 
 
 def choose_baseline(labels: list[str], requested: str | None,
@@ -123,6 +124,9 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
                      "paper_vs_ours", pdf)
         names.append("paper_vs_ours")
         sections.append(_paper_md(paper, ours))
+        beside = context_md(paper, _claim_gaps(coll, paper), shipped())
+        if beside:
+            sections.append(beside)
     sections.append(_figures_md(names, pdf))
     if len(coll.skipped):
         sections.append("## Skipped runs\n\n" + _md_table(coll.skipped))
@@ -143,6 +147,16 @@ def _efficiency(coll: Collection, reference: str) -> pd.DataFrame | None:
     if budgets.empty or budgets.max() < 2:
         return None
     return efficiency_table(done, reference)
+
+
+def _claim_gaps(coll: Collection, paper: PaperResult) -> dict[str, float]:
+    """claim -> this sweep's mean paired gap of its worse label against its better one."""
+    out = {}
+    for claim in paper.claims:
+        if {claim.better, claim.worse} <= set(coll.labels):
+            gaps = paired_gaps(coll.runs, claim.better, "final_val_loss")
+            out[str(claim)] = float(gaps.loc[gaps["label"] == claim.worse, "gap_pct"].mean())
+    return out
 
 
 def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.DataFrame:

@@ -110,7 +110,24 @@ def preview(argv: list[str]) -> str:
     else:
         lines.append(f"no estimate: none of the {len(jobs)} jobs' configurations has run on "
                      f"this machine")
-    return "\n".join(lines)
+    return "\n".join(lines + _plan(all_overrides, jobs, parallel))
+
+
+def _plan(all_overrides: list[list[str]], jobs: list[Job], parallel: int) -> list[str]:
+    """What the published results say this ablation's claims need (analysis.context)."""
+    from ..analysis.context import plan_lines, shipped
+    from ..analysis.paper import load_paper
+
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        cfg = compose("config", overrides=all_overrides[0])
+        seeds = {compose("config", overrides=o).seed for o in all_overrides}
+    paper = load_paper(str(cfg.name))
+    if paper is None:
+        return []
+    known = [j.seconds for j in jobs if j.seconds is not None]
+    per_seed = sum(known) / len(seeds) / parallel if len(known) == len(jobs) else None
+    return plan_lines(paper, shipped(), per_seed)
 
 
 def _distinct(job: list[str], jobs: list[list[str]]) -> str:

@@ -89,3 +89,22 @@ def test_arms_that_train_the_same_thing_are_warned_about(model, repeated, capsys
     warning = "warning: arm fewer_bf16_blocks trains exactly what arm full does"
     assert (warning in err) == repeated, err
     assert err.count("warning:") == int(repeated)     # once, though two seeds were tried
+
+
+def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_path,
+                                                                            monkeypatch):
+    """formats: one line per published row of its claims, with the seeds of the shipped
+    table (the index's results/claims.csv); no cost without measured step times."""
+    from nvfp4_lab.analysis.context import shipped
+    from nvfp4_lab.train.preview import preview
+
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
+    text = preview(["+ablation=formats", "seed=0"])
+    plan = text.split("seeds for 80% power, from the published results (results/README.md):\n")[1]
+    rows = shipped()
+    rows = rows[rows["claim"].isin(["bf16 < nvfp4", "nvfp4 < mxfp4", "fp8 < nvfp4",
+                                    "bf16 < fp8"])]
+    assert len(plan.splitlines()) == len(rows) and "h here" not in plan
+    for r in rows.itertuples():
+        assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
+                f"{int(r.seeds_measured)} at the measured gap") in plan

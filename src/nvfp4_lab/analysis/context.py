@@ -1,0 +1,104 @@
+"""A user's run read against the lab's published intervals: what one seed can and cannot show.
+
+The results index (``analysis.index``) writes every tested claim to ``results/claims.csv``
+(``CLAIM_COLUMNS``); the package ships a copy, ``nvfp4_lab/paper/lab_claims.csv``, refreshed
+whenever the index of the checkout's own ``results/`` is written, so that a report made from
+a wheel install still has them. A report whose paper entry makes a claim the lab has
+published (the quickstart's ``bf16 < nvfp4``, ``nvfp4 < mxfp4``) lists, beside the run's own
+paired gap, each published interval with its seeds and machine, and says how often a single
+seed orders the pair as the paper does: if one seed's gap g is normal with the published mean
+m and spread s, that share is
+
+    P(sign g = sign of the paper's claim) = Phi(-m / s)          ("a < b": m < 0 agrees),
+
+which is high only where |m| is several s. Below 90% one run cannot rank the pair.
+``plan_lines`` gives ``--dry-run`` of an ablation the paired seeds each published claim needs
+(``verdicts.seeds_needed``, at the measured and at the paper's gap) and what they would cost
+on this machine.
+"""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+from scipy import stats
+
+from ..configs import paper_dir
+from .paper import PaperResult
+from .verdicts import seeds_text
+
+CLAIM_COLUMNS = ["table", "sweep", "claim", "kind", "n", "mean", "sd", "lo", "hi", "verdict",
+                 "seeds_measured", "seeds_paper", "machine", "scale"]
+SHIPPED = "lab_claims.csv"
+ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
+
+
+def shipped() -> pd.DataFrame:
+    """The published claims shipped with the package (empty where none were shipped)."""
+    path = paper_dir() / SHIPPED
+    return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=CLAIM_COLUMNS)
+
+
+def refresh_shipped(results: Path, table: pd.DataFrame) -> Path | None:
+    """Copy ``table`` into the package when ``results`` is this checkout's own results/ (a
+    user's index elsewhere leaves the shipped data alone); returns the path written."""
+    checkout = paper_dir().parents[2] / "results"
+    if not checkout.is_dir() or Path(results).resolve() != checkout.resolve():
+        return None
+    table.to_csv(paper_dir() / SHIPPED, index=False)
+    return paper_dir() / SHIPPED
+
+
+def one_run_share(mean: float, sd: float) -> float:
+    """The share of seeds whose single gap has the sign the claim "a < b" predicts."""
+    return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
+
+
+def context_md(paper: PaperResult, ours: pd.DataFrame, published: pd.DataFrame) -> str:
+    """The report section: for each direction claim of ``paper`` with published rows, our gap
+    (``ours``: label -> gap_pct against the claim's better label, computed by the caller) and
+    each published interval; "" when the lab has published none of its claims."""
+    lines = []
+    for claim in (c for c in paper.claims if not c.same):
+        rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]
+        if rows.empty:
+            continue
+        mine = ours.get(str(claim), math.nan)
+        own = f"{mine:+.2f}%" if math.isfinite(mine) else "not measured"
+        best = rows.sort_values("n", ascending=False).iloc[0]
+        share = one_run_share(best["mean"], best["sd"])
+        can = ("so one run shows this ordering" if share >= ONE_RUN_SHOWS else
+               "so one run cannot rank the pair")
+        lines.append(f"- `{claim}`: this run {own}. Published: " + "; ".join(
+            f"{r.table} {r.sweep} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] over {int(r.n)} seeds "
+            f"({r.machine}; {r.scale})" for r in rows.itertuples())
+            + f". From the spread of the {int(best['n'])}-seed one ({best['sd']:.2f} points), a "
+            f"single seed orders the pair as the paper on about {share:.0%} of seeds, {can}.")
+    if not lines:
+        return ""
+    return ("## This run beside the lab's published intervals\n\n"
+            "One seed is one sample of the paired gap (a - b) / a x 100; the lab's intervals "
+            "(results/README.md) say how far a seed's gap spreads. They were measured at the "
+            "lab scale on the machines named, and the float sums (so the exact losses) differ "
+            "from one CPU type to another.\n\n" + "\n".join(lines))
+
+
+def plan_lines(paper: PaperResult, published: pd.DataFrame,
+               seconds_per_seed: float | None) -> list[str]:
+    """One line per claim of ``paper`` the lab has published: the seeds for 80% power at the
+    measured and the paper's gap, and their CPU time here (``seconds_per_seed``: what one
+    seed of the command's arms costs; None when not measured)."""
+    lines = []
+    for claim in paper.claims:
+        rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]
+        for r in rows.itertuples():
+            need = [None if pd.isna(x) else int(x) for x in (r.seeds_measured, r.seeds_paper)]
+            cost = "" if seconds_per_seed is None else "; " + ", ".join(
+                f"{n} seeds ~{n * seconds_per_seed / 3600:.1f} h here" for n in need
+                if n is not None and n <= 1000)
+            lines.append(f"  `{claim}` ({r.table} {r.sweep}, {int(r.n)} seeds, {r.verdict}): "
+                         f"{seeds_text(need[0]) or '-'} at the measured gap, "
+                         f"{seeds_text(need[1]) or '-'} at the paper's{cost}")
+    return (["seeds for 80% power, from the published results (results/README.md):", *lines]
+            if lines else [])
