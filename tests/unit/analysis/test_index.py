@@ -130,10 +130,29 @@ def oracle(folder: Path) -> list[dict]:
                 r["p"] = 2 * stats.t.sf(abs(m - pg) / se, dof) if word.startswith("rules") \
                     else p0
             r["verdict"] = word
+            r["seeds"] = (f"{seeds(m, sd, r['same'])} / "
+                          f"{seeds(0.0 if r['same'] else pg, sd, r['same'])}")
     for r in out:
         if r["gaps"] is not None and len(r["gaps"]) and np.all(r["gaps"] == 0):
             r["verdict"] = "not testable"
     return out
+
+
+def seeds(gap: float | None, sd: float, same: bool) -> str:
+    """The smallest n with 80% power (noncentral t; TOST's for a null), by linear search."""
+    if not sd > 0 or (not same and not gap):
+        return "—"
+    for n in range(2, 10_001):
+        df, nc = n - 1, (0.5 if same else abs(gap)) * math.sqrt(n) / sd
+        if same:
+            power = 1 - 2 * stats.nct.cdf(stats.t.ppf(0.95, df), df, nc)
+        else:
+            c = stats.t.ppf(0.975, df)
+            low = stats.nct.cdf(-c, df, nc)     # NaN from scipy where it is below 1e-20
+            power = stats.nct.sf(c, df, nc) + (0.0 if math.isnan(low) else low)
+        if power >= 0.8:
+            return str(n)
+    return "> 10000"
 
 
 def holm(p: list[float]) -> list[float]:
@@ -167,6 +186,7 @@ def check_page(results: Path, readme: str) -> int:
         if r["pooled"]:
             ours += f"; pooled [{r['pooled'][0]:+.2f}, {r['pooled'][1]:+.2f}]"
         assert cells[4] == f"{ours}, {len(r['gaps'])} seeds", (folder.name, r["claim"])
+        assert cells[7] == r["seeds"], (folder.name, r["claim"])
         h = next(it)
         if r["verdict"] in ("reproduced", "equivalent", "contradicted",
                             "rules out the paper's size") and sec != "v2":

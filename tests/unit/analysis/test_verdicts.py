@@ -100,6 +100,14 @@ def test_seeds_needed_matches_the_printed_power_table(effect, n):
     assert v.power(n, effect, 1.0) >= 0.8 > v.power(n - 1, effect, 1.0)
 
 
+def test_power_where_scipy_loses_the_far_tail():
+    """Gap -1.33, spread 0.13, 3 seeds: noncentrality 17.8, where scipy's noncentral t CDF at
+    -t_{0.975,2} is NaN; the power is the upper tail alone, ~1 - 1.8e-7."""
+    assert v.power(3, -1.3318339211037875, 0.12956729305470066) == pytest.approx(
+        stats.nct.sf(stats.t.ppf(0.975, 2), 2, 17.803906867310673), abs=1e-9)
+    assert v.seeds_needed(-1.3318339211037875, 0.12956729305470066) == 3
+
+
 def test_seeds_needed_edges():
     assert v.seeds_needed(None, 1.0) is None and v.seeds_needed(0.0, 1.0) is None
     assert v.seeds_needed(-1.0, 0.0) is None
