@@ -7,7 +7,8 @@
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
     nvfp4-lab plot DIR...               (re)write each sweep's report.md, tables, figures
     nvfp4-lab plot --index results/     (re)write the index of the published ablations
-    nvfp4-lab publish SWEEP [--to DIR]  copy a finished ablation sweep into results/, report
+    nvfp4-lab publish SWEEP [--to DIR] [--as FOLDER]
+                                        copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
 
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
@@ -237,9 +238,12 @@ def publish(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="nvfp4-lab publish")
     p.add_argument("sweep", type=Path, help="a finished sweep directory (multirun.yaml)")
     p.add_argument("--to", type=Path, default=Path("results"), help="results directory")
+    p.add_argument("--as", dest="folder", default=None,
+                   help="the folder under --to (default: the sweep's name; a design-v2 sweep: "
+                        "v2/<name>_<model>)")
     args = p.parse_args(argv)
     try:
-        dest = copy_sweep(args.sweep, args.to)
+        dest = copy_sweep(args.sweep, args.to, args.folder)
         write_report([dest], dest, pdf=False)
         print(f"published: {dest}\nindex: {write_index(args.to)}")
     except (FileNotFoundError, FileExistsError, ValueError) as err:

@@ -41,6 +41,7 @@ class Sweep:
     paper: PaperResult
     runs: pd.DataFrame
     diverged: frozenset[str]
+    late: dict[str, str]          # label -> "800 of 816": runs last evaluated before their end
 
     @property
     def name(self) -> str:
@@ -66,7 +67,19 @@ def load_sweep(folder: Path, paper_dir: Path | None = None) -> Sweep:
         raise ValueError(f"{folder}: no paper entry nvfp4_lab/paper/{name}.yaml")
     coll = collect([folder])
     div = coll.skipped[coll.skipped["status"] == "diverged"]["label"].dropna()
-    return Sweep(folder, paper, coll.runs, frozenset(set(div) - set(coll.runs["label"])))
+    return Sweep(folder, paper, coll.runs, frozenset(set(div) - set(coll.runs["label"])),
+                 _late(coll.runs, coll.curves))
+
+
+def _late(runs: pd.DataFrame, curves: pd.DataFrame) -> dict[str, str]:
+    """Labels whose runs' last validation came before their last step (runs made before a
+    run always evaluated at its end): their final_val_loss is that earlier step's."""
+    last = curves.dropna(subset=["val_loss"]).groupby("run")["step"].max()
+    out = {}
+    for r in runs.itertuples():
+        if r.run in last and pd.notna(r.steps) and last[r.run] < r.steps:
+            out[r.label] = f"{int(last[r.run])} of {int(r.steps)}"
+    return out
 
 
 @dataclass(frozen=True)
@@ -127,7 +140,9 @@ def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
         return replace(base, verdict="not testable", gaps=values, key=key,
                        note="the two arms are bit-identical at this scale")
     word = "too few seeds" if len(values) < 2 else "pending"
-    return replace(base, verdict=word, gaps=values, key=key)
+    late = "; ".join(f"{lb} last evaluated at step {sweep.late[lb]}"
+                     for lb in (claim.better, claim.worse) if lb in sweep.late)
+    return replace(base, verdict=word, gaps=values, key=key, note=late)
 
 
 def _tested(r: ClaimResult, pool: v.Pool | None) -> ClaimResult:

@@ -112,6 +112,8 @@ def _flags(r: ClaimResult) -> str:
         out.append({"size": "size claim", "ours": "ours: not the paper's"}[r.claim.kind])
     if r.duplicate_of:
         out.append(f"same runs as {r.duplicate_of}")
+    if r.test is not None and r.note:
+        out.append(r.note)
     if r.verdict in v.RESOLVED:
         out.append("survives Holm" if r.holm_survives else "not after Holm")
     return "; ".join(out)

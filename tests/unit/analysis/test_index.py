@@ -37,8 +37,10 @@ def rows(readme: str) -> dict[tuple[str, str, str], list[str]]:
     """(section, sweep, claim) -> the claim row's cells, for every claim table of the page."""
     out, sweep, section = {}, None, ""
     for line in readme.splitlines():
-        if line.startswith("#"):
+        if line.startswith("## "):
             section = line.lstrip("# ")
+        elif line.startswith("### ") and "averaged" in line:     # design v2's second metric
+            section = "Design-tail"
         cells = [c.strip() for c in line.strip("|").split("|")]
         if len(cells) != 8 or not cells[2].startswith("`"):
             continue
@@ -257,6 +259,23 @@ def test_committed_results_match_the_oracle(published, tmp_path):
     assert check_page(results, write_index(results).read_text()) >= 45
 
 
+def test_runs_last_evaluated_before_their_end_are_flagged():
+    """From the committed metrics.csv files: every label with a run whose last validation
+    step is before its last step is named in each of its claims' notes (token_efficiency's
+    816-step arm was evaluated at 800, before runs always evaluated at their end)."""
+    readme = (RESULTS / "README.md").read_text()
+    late = set()
+    for metrics in RESULTS.glob("*/*/seed=*/metrics.csv"):
+        m = pd.read_csv(metrics, usecols=["step", "val_loss"])
+        steps = json.loads((metrics.parent / "summary.json").read_text())["steps"]
+        if m.dropna()["step"].max() < steps:
+            late.add((metrics.parents[2].name, metrics.parents[1].name.split("=")[-1]))
+    assert ("token_efficiency", "mxfp4_1.36x") in late
+    for sweep, label in late:
+        for cells in (c for k, c in rows(readme).items() if k[1] == sweep and label in k[2]):
+            assert f"{label} last evaluated at step" in cells[6]
+
+
 def test_committed_index_is_regenerated_from_the_committed_runs(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
@@ -354,3 +373,31 @@ def test_index_of_a_missing_directory_is_one_line(tmp_path, capsys):
     assert main(["plot", "--index", str(tmp_path / "nope")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "nope" in err
+
+
+def test_a_design_v2_sweep_is_published_beside_v1(results, tmp_path):
+    """publish --as v2/<folder>: its claims in a table of their own, under both metrics (the
+    paper's averaged train loss re-derived from the runs' metrics.csv), checked like v1."""
+    sweep = make_sweep(tmp_path)
+    for metrics in sweep.glob("*/seed=*/metrics.csv"):      # train losses that differ by run
+        m = pd.read_csv(metrics)
+        s = json.loads((metrics.parent / "summary.json").read_text())
+        m["train_loss"] *= s["final_val_loss"] / 2
+        m.to_csv(metrics, index=False)
+    assert main(["publish", str(sweep), "--to", str(results), "--as", "v2/formats_nano"]) == 0
+    readme = write_index(results).read_text()
+    v2 = readme.split("## Design v2")[1].split("## Comparison classes")[0]
+    primary, secondary = v2.split("### train loss averaged over the last 10% of steps")
+    assert "### final validation loss (primary)" in primary
+    check_page(results, readme)
+    tail = oracle(results / "v2" / "formats_nano")
+    folder = results / "v2" / "formats_nano"
+    loss = {}
+    for metrics in folder.glob("*/seed=*/metrics.csv"):
+        m = pd.read_csv(metrics)
+        s = json.loads((metrics.parent / "summary.json").read_text())
+        loss[(s["quant"], s["seed"])] = m.loc[m["step"] > 0.9 * s["max_steps"], "train_loss"].mean()
+    gaps = [(loss[("bf16", k)] - loss[("nvfp4", k)]) / loss[("bf16", k)] * 100 for k in (0, 1, 2)]
+    row = next(li for li in secondary.splitlines() if "`bf16 < nvfp4`" in li)
+    assert f"{np.mean(gaps):+.2f} [" in row
+    assert tail and "Design v2 formats_nano:" in readme.split("\n\n")[1]
