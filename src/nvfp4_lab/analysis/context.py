@@ -94,11 +94,13 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
         rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]
         for r in rows.itertuples():
             need = [None if pd.isna(x) else int(x) for x in (r.seeds_measured, r.seeds_paper)]
+            need = need[:1] if claim.same else need      # a null: the seeds for TOST
             cost = "" if seconds_per_seed is None else "; " + ", ".join(
                 f"{n} seeds ~{n * seconds_per_seed / 3600:.1f} h here" for n in need
                 if n is not None and n <= 1000)
+            what = ("for TOST to pass" if claim.same else
+                    f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
             lines.append(f"  `{claim}` ({r.table} {r.sweep}, {int(r.n)} seeds, {r.verdict}): "
-                         f"{seeds_text(need[0]) or '-'} at the measured gap, "
-                         f"{seeds_text(need[1]) or '-'} at the paper's{cost}")
+                         f"{seeds_text(need[0]) or '-'} {what}{cost}")
     return (["seeds for 80% power, from the published results (results/README.md):", *lines]
             if lines else [])

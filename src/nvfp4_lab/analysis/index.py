@@ -122,11 +122,13 @@ def _flags(r: ClaimResult) -> str:
 def _seeds(r: ClaimResult) -> str:
     if r.test is None:
         return ""
+    if r.claim.same:                         # one number: the seeds for TOST to pass
+        return f"{v.seeds_text(r.seeds_measured) or '—'} (TOST)"
     return f"{v.seeds_text(r.seeds_measured) or '—'} / {v.seeds_text(r.seeds_paper) or '—'}"
 
 
 TABLE_HEAD = ("| sweep | paper | claim | paper's numbers | ours: gap % [95% CI] | verdict | "
-              "notes | seeds for 80%: measured / paper's gap |\n|---|---|---|---|---|---|---|---|")
+              "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n|---|---|---|---|---|---|---|---|")
 
 
 def _rows(sweeps: list[Sweep], results: list[ClaimResult], link_root: str = "") -> list[str]:

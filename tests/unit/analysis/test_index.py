@@ -132,8 +132,8 @@ def oracle(folder: Path) -> list[dict]:
                 r["p"] = 2 * stats.t.sf(abs(m - pg) / se, dof) if word.startswith("rules") \
                     else p0
             r["verdict"] = word
-            r["seeds"] = (f"{seeds(m, sd, r['same'])} / "
-                          f"{seeds(0.0 if r['same'] else pg, sd, r['same'])}")
+            r["seeds"] = (f"{seeds(m, sd, True)} (TOST)" if r["same"] else
+                          f"{seeds(m, sd, False)} / {seeds(pg, sd, False)}")
     for r in out:
         if r["gaps"] is not None and len(r["gaps"]) and np.all(r["gaps"] == 0):
             r["verdict"] = "not testable"

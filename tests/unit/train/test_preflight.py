@@ -108,3 +108,15 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     for r in rows.itertuples():
         assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
                 f"{int(r.seeds_measured)} at the measured gap") in plan
+
+
+def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
+    from nvfp4_lab.analysis.context import shipped
+    from nvfp4_lab.train.preview import preview
+
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
+    plan = preview(["+ablation=rht_signs", "seed=0"]).split("(results/README.md):\n")[1]
+    rows = shipped()
+    r = rows[(rows["sweep"] == "rht_signs") & (rows["claim"] == "none ~ fixed")].iloc[0]
+    assert f"`none ~ fixed` (v1 rht_signs, {r.n} seeds, {r.verdict}): {int(r.seeds_measured)} " \
+           "for TOST to pass" in plan
