@@ -128,7 +128,8 @@ def _seeds(r: ClaimResult) -> str:
 
 
 TABLE_HEAD = ("| sweep | paper | claim | paper's numbers | ours: gap % [95% CI] | verdict | "
-              "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n|---|---|---|---|---|---|---|---|")
+              "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n"
+              "|---|---|---|---|---|---|---|---|")
 
 
 def _rows(sweeps: list[Sweep], results: list[ClaimResult], link_root: str = "") -> list[str]:
