@@ -118,6 +118,10 @@ class ClaimResult:
     def holm_survives(self) -> bool:
         return self.verdict in v.RESOLVED and self.p_holm < v.ALPHA
 
+    @property
+    def bh_survives(self) -> bool:
+        return self.verdict in v.RESOLVED and self.p_bh < v.ALPHA
+
 
 def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
     """A claim before pooling: its gaps, or the verdict that needs none."""
@@ -197,9 +201,10 @@ def evaluate(tables: dict[str, list[Sweep]], metric: str = "final_val_loss"
 
 
 def tally(results: list[ClaimResult], kind: str = "paper") -> str:
-    """"4 reproduced, 3 not resolved (2 survive Holm)" over the counted claims of ``kind``."""
+    """"4 reproduced, 3 not resolved (2 of 7 survive Holm, 3 BH)" over the counted claims of
+    ``kind``."""
     mine = [r for r in results if r.claim.kind == kind and r.testable and not r.duplicate_of]
     words = [r.verdict for r in mine]
     text = ", ".join(f"{words.count(w)} {w}" for w in v.VERDICTS if w in words) or "none"
-    holm = sum(r.holm_survives for r in mine)
-    return f"{text} ({holm} of {len(mine)} survive Holm)" if mine else text
+    holm, bh = sum(r.holm_survives for r in mine), sum(r.bh_survives for r in mine)
+    return f"{text} ({holm} of {len(mine)} survive Holm, {bh} BH)" if mine else text

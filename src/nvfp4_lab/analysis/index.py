@@ -115,7 +115,8 @@ def _flags(r: ClaimResult) -> str:
     if r.test is not None and r.note:
         out.append(r.note)
     if r.verdict in v.RESOLVED:
-        out.append("survives Holm" if r.holm_survives else "not after Holm")
+        out.append("survives Holm" if r.holm_survives else
+                   "survives BH, not Holm" if r.bh_survives else "not after Holm or BH")
     return "; ".join(out)
 
 
@@ -255,7 +256,8 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         + "".join(f"Design {t}: {tally(tested[t])}. " for t in v2)
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
         f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
-        "survive testing them all at once.",
+        "survive testing them all at once, and Benjamini-Hochberg (false discovery rate 5%) "
+        "which survive a looser correction.",
         "![forest](figures/forest.png)\n\nEvery counted claim: our gap with its 95% interval "
         "(pooled where its class passed Bartlett's check), the paper's gap (diamond) where it "
         "gives both numbers, coloured by verdict.",

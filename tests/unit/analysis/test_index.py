@@ -166,6 +166,15 @@ def holm(p: list[float]) -> list[float]:
     return adjusted
 
 
+def bh(p: list[float]) -> list[float]:
+    order = sorted(range(len(p)), key=lambda i: p[i], reverse=True)
+    adjusted, running = [0.0] * len(p), 1.0
+    for rank, i in enumerate(order):
+        running = min(running, len(p) * p[i] / (len(p) - rank))
+        adjusted[i] = running
+    return adjusted
+
+
 def check_page(results: Path, readme: str) -> int:
     """Every tested claim row of the page against the oracle; returns how many were checked."""
     table = rows(readme)
@@ -174,8 +183,8 @@ def check_page(results: Path, readme: str) -> int:
               [("v2", f) for f in sorted((results / "v2").glob("*"))]
     checked = [(sec, f, r) for sec, f in folders if (f / "multirun.yaml").exists()
                for r in oracle(f) if "verdict" in r]
-    adjusted = holm([r["p"] for _, _, r in checked if r["verdict"] != "not testable"])
-    it = iter(adjusted)
+    p = [r["p"] for _, _, r in checked if r["verdict"] != "not testable"]
+    it = iter(zip(holm(p), bh(p)))
     for sec, folder, r in checked:
         key = next(k for k in table if k[1] == folder.name and k[2] == r["claim"]
                    and (sec == "v2") == (k[0] == "Design"))
@@ -189,10 +198,11 @@ def check_page(results: Path, readme: str) -> int:
             ours += f"; pooled [{r['pooled'][0]:+.2f}, {r['pooled'][1]:+.2f}]"
         assert cells[4] == f"{ours}, {len(r['gaps'])} seeds", (folder.name, r["claim"])
         assert cells[7] == r["seeds"], (folder.name, r["claim"])
-        h = next(it)
+        h, b = next(it)
         if r["verdict"] in ("reproduced", "equivalent", "contradicted",
                             "rules out the paper's size") and sec != "v2":
             assert ("survives Holm" in cells[6]) == (h < 0.05), (folder.name, r["claim"], h)
+            assert ("survives BH, not Holm" in cells[6]) == (b < 0.05 <= h), (folder.name, b)
     return len(checked)
 
 
@@ -225,7 +235,7 @@ def test_unpublished_ablations_are_pending_with_their_claims(results):
     assert "Fixture scale." in readme          # the preregistration is included verbatim
     assert f"2 of {len(ABLATIONS)} ablations published" in readme
     assert ("claims, each computation counted once (5 testable): 2 reproduced, 1 equivalent, "
-            "1 not resolved, 1 contradicted (2 of 5 survive Holm)") in readme
+            "1 not resolved, 1 contradicted (2 of 5 survive Holm, 3 BH)") in readme
 
 
 def test_degenerate_and_duplicated_claims_are_not_counted(results):
