@@ -44,7 +44,8 @@ def venv(tmp_path_factory) -> Path:
     wheel, = (tmp / "dist").glob("nvfp4_lab-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     for path in ("nvfp4_lab/conf/config.yaml", "nvfp4_lab/conf/ablation/smoke.yaml",
-                 "nvfp4_lab/paper/formats.yaml", "nvfp4_kernels/__init__.py"):
+                 "nvfp4_lab/paper/formats.yaml", "nvfp4_lab/paper/lab_claims.csv",
+                 "nvfp4_kernels/__init__.py"):
         assert path in names, f"{path} is not in {wheel.name}"
     venv = tmp / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
