@@ -70,7 +70,18 @@ def test_ablation_composes_with_its_arms(composer, ablation):
     assert len(names) == len(arms) or ablation == "token_efficiency"   # arms differ
 
 
-@pytest.mark.parametrize("ablation", sorted(set(ABLATIONS) - {"smoke", "quickstart"}))
+def test_design_v2_is_the_lab_scale_with_every_step_logged(composer):
+    """formats_v2 includes the lab scale itself; only the logging cadence differs."""
+    scale = yaml.safe_load((CONF / "scale" / "lab.yaml").read_text())
+    cfg = composer(["+ablation=formats_v2"])
+    assert (cfg.model.name, cfg.data.tokenizer, cfg.name) == ("nano", "bytes", "formats")
+    assert {k: cfg.train[k] for k in scale["train"]} == {**scale["train"], "log_every": 1}
+    params = yaml.safe_load((CONF / "ablation" / "formats_v2.yaml").read_text())
+    assert list(params["hydra"]["sweeper"]["params"]) == ["seed", "quant"]     # seed-major
+
+
+@pytest.mark.parametrize("ablation",
+                         sorted(set(ABLATIONS) - {"smoke", "quickstart", "formats_v2"}))
 def test_lab_scale_composes_onto_every_ablation(composer, ablation):
     """+scale=lab sets the scale and leaves the ablation's own recipe and settings alone."""
     scale = yaml.safe_load((CONF / "scale" / "lab.yaml").read_text())
