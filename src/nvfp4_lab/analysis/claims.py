@@ -187,15 +187,16 @@ def evaluate(tables: dict[str, list[Sweep]], metric: str = "final_val_loss"
     tested = [r for rs in results.values() for r in rs if r.test is not None]
     holm, bh = v.holm([r.p for r in tested]), v.bh([r.p for r in tested])
     adjusted = {(r.sweep, str(r.claim)): (h, b) for r, h, b in zip(tested, holm, bh)}
-    seen: dict[tuple, str] = {}
+    first_of: dict[tuple, str] = {}     # per-seed losses -> the first paper claim with them
     out = {}
     for t, rs in results.items():
         out[t] = []
         for r in rs:
             h, b = adjusted.get((r.sweep, str(r.claim)), (math.nan, math.nan))
-            dup = seen.get(r.key, "") if r.key and r.claim.kind == "paper" else ""
+            name = f"{r.sweep}: {r.claim}"
             if r.key and r.claim.kind == "paper":
-                seen.setdefault(r.key, f"{r.sweep}: {r.claim}")
+                name = first_of.setdefault(r.key, name)
+            dup = "" if name == f"{r.sweep}: {r.claim}" else name
             out[t].append(replace(r, p_holm=h, p_bh=b, duplicate_of=dup))
     return out, pools
 

@@ -55,10 +55,10 @@ def one_run_share(mean: float, sd: float) -> float:
     return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
 
 
-def context_md(paper: PaperResult, ours: pd.DataFrame, published: pd.DataFrame) -> str:
+def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFrame) -> str:
     """The report section: for each direction claim of ``paper`` with published rows, our gap
-    (``ours``: label -> gap_pct against the claim's better label, computed by the caller) and
-    each published interval; "" when the lab has published none of its claims."""
+    (``ours``: claim -> this run's mean paired gap, computed by the caller) and each published
+    interval; "" when the lab has published none of its claims."""
     lines = []
     for claim in (c for c in paper.claims if not c.same):
         rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]

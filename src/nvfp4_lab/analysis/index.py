@@ -187,7 +187,7 @@ def _pools_md(pools: list[v.Pool]) -> str:
 def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimResult]]) -> str:
     """Claims tested in more than one sweep, with the machine of each: where the machines
     differ, so may the float sums, and a gap is not comparable bit for bit."""
-    by_name = {(t, s.name): s for t, ss in tables.items() for s in ss}
+    by_name = _by_name(tables)
     seen: dict[str, list[tuple[str, ClaimResult]]] = {}
     for t, rs in results.items():
         for r in rs:
@@ -215,11 +215,16 @@ def forest_table(tested: dict[str, list[ClaimResult]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
 
 
+def _by_name(tables: dict[str, list[Sweep]]) -> dict[tuple[str, str], Sweep]:
+    """(table, sweep name) -> the sweep, as ClaimResults name them."""
+    return {(t, s.name): s for t, ss in tables.items() for s in ss}
+
+
 def claims_table(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]]
                  ) -> pd.DataFrame:
     """Every tested claim as data (``results/claims.csv``): the interval of its verdict, the
     claim's own per-seed spread, the sweep's machine and scale."""
-    sweeps = {(t, s.name): s for t, ss in tables.items() for s in ss}
+    sweeps = _by_name(tables)
     rows = [{"table": t, "sweep": r.sweep, "claim": str(r.claim), "kind": r.claim.kind,
              "n": r.n, "mean": r.test.mean, "sd": float(np.std(r.gaps, ddof=1)),
              "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
