@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -50,6 +51,7 @@ def run(argv: list[str]) -> int:
 
     from .train import preflight
     from .train.progress import SweepPosition
+    from .train.rundir import Refused
     from .train.schema import register
     from .train.sweep import SWEEP_JOBS, SweepSummary
     from .train.task import train
@@ -80,13 +82,26 @@ def run(argv: list[str]) -> int:
         n_jobs = int(hc.launcher.get("n_jobs") or 1) if multirun else 1   # joblib's
         parallel = n_jobs if n_jobs > 0 else os.cpu_count() or 1
         position = SweepPosition(int(hc.job.num), int(os.environ.get(SWEEP_JOBS, 0)),
-                                 parallel) if multirun else None
-        train(cfg, Path(hc.runtime.output_dir), multirun=multirun, parallel=parallel,
-              position=position)
+                                 parallel, Path(hc.sweep.dir)) if multirun else None
+        out = Path(hc.runtime.output_dir)
+        try:
+            train(cfg, out, multirun=multirun, parallel=parallel, position=position)
+        except Refused as err:   # a job that cannot start: one line, not Hydra's traceback
+            _drop_hydra_log(out)
+            raise SystemExit(f"nvfp4-lab: {err}") from None
 
     app()
     _close_process_group()
     return 1 if SweepSummary.failed else 0
+
+
+def _drop_hydra_log(out: Path) -> None:
+    """Remove the directory Hydra made for a job that never started: its only file is Hydra's
+    own log, and its parent folder when that is empty too."""
+    if out.is_dir() and all(p.name == "cli.log" for p in out.iterdir()):
+        shutil.rmtree(out)
+        if out.parent.is_dir() and not any(out.parent.iterdir()):
+            out.parent.rmdir()
 
 
 def _close_process_group() -> None:

@@ -32,6 +32,7 @@ from ..configs import conf_dir
 from ..data import DataConfig
 from ..model import ModelConfig, build_model
 from ..quant import Backend, convert
+from . import branch
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 
 MAX_VALUES = 20
@@ -91,6 +92,7 @@ def _problem(trial: list[str], warned: set[str]) -> str | None:
             data = plain(trial_cfg.data, DataConfig)
             train = plain(trial_cfg.train, TrainConfig)
             plain(trial_cfg.trainer, TrainerConfig)
+            branch.branch_step(trial_cfg, train.run_length(train.batch_size * train.seq_len))
             quantized = check_fit(model, data, recipe)
         except (ValueError, TypeError, OmegaConfBaseException) as err:
             return (f"arm {arm}: " if arm is not None and len(arms) > 1 else "") + \

@@ -22,9 +22,10 @@ from ..configs import conf_dir
 from ..data import DataConfig
 from ..model import ModelConfig
 from ..quant import cost, operand_plan
+from . import branch
 from .progress import duration
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
-from .task import run_length, world_size
+from .task import world_size
 
 
 @dataclass(frozen=True)
@@ -75,7 +76,8 @@ def estimate(overrides: list[str]) -> tuple[int, float | None, str]:
     if model.vocab_size == 0:     # as the data module will set it
         model.vocab_size = 256 if data.tokenizer == "bytes" else data.vocab_size
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
-    steps = run_length(t, tokens_per_step)
+    steps = t.run_length(tokens_per_step)
+    steps -= branch.branch_step(cfg, steps) or 0   # a branch trains its tail only
     specs = [o.spec for o in operand_plan(recipe).values() if o.spec]
     key = cost.run_key(specs, model, tokens_per_step, tr.threads or torch.get_num_threads())
     times = cost.finish_times(key, steps)

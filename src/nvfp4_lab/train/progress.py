@@ -21,6 +21,7 @@ import sys
 import time
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
@@ -28,11 +29,12 @@ from lightning.pytorch.callbacks import Callback, RichProgressBar
 @dataclass(frozen=True)
 class SweepPosition:
     """Where a job stands in its sweep: ``job`` (0-based, Hydra's ``job.num``) of ``jobs``,
-    ``parallel`` of them running at once."""
+    ``parallel`` of them running at once, in the sweep directory ``dir``."""
 
     job: int
     jobs: int
     parallel: int = 1
+    dir: Path | None = None
 
     def seconds_after(self, job_seconds: float) -> float:
         """Seconds the jobs after this one take if each costs ``job_seconds``."""
@@ -170,9 +172,12 @@ class SweepProgressBar(RichProgressBar):
 def quiet_lightning() -> None:
     """Drop Lightning's per-run banners (accelerators available, the LitLogger tip, "fit
     stopped") and one internal deprecation notice from plain logs and sweeps, where they
-    repeat for every job. They are ``rank_zero_info`` messages; a real warning still shows."""
+    repeat for every job. They are ``rank_zero_info`` messages; a real warning still shows.
+    A branch (train/branch.py) starts from its parent's checkpoint, whose checkpoint folder
+    is not its own: ModelCheckpoint's notice that it will not reuse it is expected there."""
     logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    warnings.filterwarnings("ignore", message=r"The dirpath has changed from")
 
 
 def wants_rich(progress: str, parallel: int = 1) -> bool:

@@ -36,6 +36,10 @@ SUMMARY = "summary.json"
 VOLATILE = ("resume", "trainer.progress")
 
 
+class Refused(ValueError):
+    """A job that cannot start as configured; nothing of it was written."""
+
+
 class RunExists(RuntimeError):
     """The output directory already holds a run that must not be overwritten."""
 
@@ -55,9 +59,12 @@ def config_hash(cfg: DictConfig) -> str:
 def _as_first_hashed(c: dict) -> None:
     """Drop the keys added after runs were first hashed while they are off: the recipe's 4/6
     selection, row scaling and MS-EDEN (empty operand lists), the model's hybrid pattern and
-    Mamba-2 shape (no pattern: a transformer, which they do not touch). ``model.ffn_mult``,
+    Mamba-2 shape (no pattern: a transformer, which they do not touch), ``branch_from``
+    (null: trained from step 0). ``model.ffn_mult``,
     an int until fractional FFN widths came, hashes an integral value as that int."""
     quant, model = c.get("quant") or {}, c.get("model") or {}
+    if c.get("branch_from") is None:
+        c.pop("branch_from", None)
     if not (quant.get("four_over_six") or {}).get("operands"):
         quant.pop("four_over_six", None)
     for key in ("row_scaled", "ms_eden"):
@@ -132,13 +139,18 @@ def git_sha() -> str | None:
         return None
 
 
-def merge_metrics(run: Path, tokens_per_step: int) -> pd.DataFrame:
+def merge_metrics(run: Path, tokens_per_step: int, prefix: pd.DataFrame | None = None
+                  ) -> pd.DataFrame:
     """Merge the attempts' CSV logs into ``metrics.csv``, one row per step.
 
     A resumed attempt repeats the steps after the last checkpoint: the later attempt wins. The
-    step column counts optimizer steps completed (``tokens / tokens_per_step``).
+    step column counts optimizer steps completed (``tokens / tokens_per_step``). ``prefix``:
+    the rows a branch took over from its parent (``branch.Branch.prefix``), first.
     """
     df = read_metrics(run, tokens_per_step)
+    if prefix is not None:
+        both = pd.concat([prefix, df], ignore_index=True)
+        df = both.groupby("step", sort=True).last().reset_index().reindex(columns=both.columns)
     if len(df):
         df.to_csv(Path(run) / "metrics.csv", index=False)
     return df

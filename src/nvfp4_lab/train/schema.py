@@ -22,6 +22,7 @@ onto the typed config, so an arm is checked exactly like a command-line override
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -158,6 +159,12 @@ class TrainConfig:
         if self.tokens_multiplier <= 0:
             raise ValueError(f"train.tokens_multiplier={self.tokens_multiplier} must be > 0")
 
+    def run_length(self, tokens_per_step: int) -> int:
+        """Optimizer steps of the run: ``max_tokens`` (if set) or ``max_steps``, times
+        ``tokens_multiplier`` (E03b trains MXFP4 1.25-1.5x longer)."""
+        steps = math.ceil(self.max_tokens / tokens_per_step) if self.max_tokens else self.max_steps
+        return max(1, round(steps * self.tokens_multiplier))
+
 
 @dataclass
 class TrainerConfig:
@@ -180,6 +187,7 @@ class RootConfig:
     resume: Resume = Resume.auto    # auto: continue from checkpoints/last.ckpt; never: refuse
     arm: str | None = None
     arms: dict[str, Any] = field(default_factory=dict)
+    branch_from: str | None = None  # the arm whose run this one continues (train/branch.py)
     output_root: str = "outputs"
     model: ModelConfig = field(default_factory=ModelConfig)
     quant: QuantSchema = field(default_factory=QuantSchema)

@@ -14,7 +14,6 @@ it and the command exits non-zero at the end.
 """
 from __future__ import annotations
 
-import math
 import os
 import statistics
 import time
@@ -22,14 +21,14 @@ from pathlib import Path
 
 import lightning as L
 import torch
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from ..data import DataConfig, LMDataModule
 from ..model import ModelConfig
 from ..quant import cost
-from . import rundir, threads
+from . import branch, rundir, threads
 from .backend_probe import BackendProbe
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
@@ -44,13 +43,6 @@ def world_size(t: TrainerConfig) -> int:
     return devices * t.num_nodes
 
 
-def run_length(t: TrainConfig, tokens_per_step: int) -> int:
-    """Optimizer steps of the run: ``max_tokens`` (if set) or ``max_steps``, times
-    ``tokens_multiplier`` (E03b trains MXFP4 1.25-1.5x longer)."""
-    steps = math.ceil(t.max_tokens / tokens_per_step) if t.max_tokens else t.max_steps
-    return max(1, round(steps * t.tokens_multiplier))
-
-
 def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
     """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
     re-runs the whole sweep (docs/architecture.md, Scaling out). Processes must come from
@@ -58,7 +50,7 @@ def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
     external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
     many = t.devices not in (1, "1", [0]) or t.num_nodes > 1
     if multirun and many and not external:
-        raise ValueError(
+        raise rundir.Refused(
             f"trainer.devices={t.devices} inside a sweep: Lightning would re-launch the whole "
             "sweep in every worker. Run multi-device jobs one at a time under "
             "`torchrun --nproc_per_node=N --no-python nvfp4-lab run trainer=ddp ...`, or "
@@ -69,7 +61,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
           position: SweepPosition | None = None) -> dict:
     """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once;
     ``position``: where the job stands in its sweep (for the progress lines)."""
-    cfg = apply_arm(cfg)
+    raw, cfg = cfg, apply_arm(cfg)
     recipe = recipe_of(cfg.quant)
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
@@ -79,6 +71,9 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     if state == "done":
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.read_summary(out)
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
+    max_steps = t.run_length(tokens_per_step)
+    fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
     rank0 = int(os.environ.get("RANK", 0)) == 0   # under torchrun/srun only rank 0 writes
     out.mkdir(parents=True, exist_ok=True)
     if rank0:
@@ -88,12 +83,11 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     if rank0:
         print(plan, flush=True)
 
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
-    max_steps = run_length(t, tokens_per_step)
     base = {"status": "running", "quant": recipe.name, "arm": cfg.arm, "seed": cfg.seed,
             "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
             "config_hash": chash, "git_sha": rundir.git_sha(), "device": _device_name(tr),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **({"branched_from": fork.record()} if fork else {})}
     if rank0:
         rundir.write_summary(out, base)
     wall, task = time.perf_counter(), None
@@ -107,9 +101,11 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
             model_cfg.vocab_size = dm.vocab_size
         task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
                       tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
-        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position)
+        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position,
+                           branch.save_steps(raw, max_steps))
         ckpt = out / "checkpoints" / "last.ckpt"
-        trainer.fit(task, datamodule=dm, ckpt_path=ckpt if state == "resume" else None)
+        start = ckpt if state == "resume" else fork.checkpoint if fork else None
+        trainer.fit(task, datamodule=dm, ckpt_path=start)
         if trainer.is_global_zero and task.report is not None:
             task.report.save(out / "layer_report.json")
         status, error = "done", None
@@ -118,18 +114,18 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     except Exception as err:    # recorded, then re-raised outside a sweep
         status, error = "failed", f"{type(err).__name__}: {err}"
         if not multirun:
-            _finish(out, base, status, error, wall, tokens_per_step, task)
+            _finish(out, base, status, error, wall, tokens_per_step, task, fork)
             raise
-    summary = _finish(out, base, status, error, wall, tokens_per_step, task)
+    summary = _finish(out, base, status, error, wall, tokens_per_step, task, fork)
     if status == "diverged" and not multirun:
         raise NonFiniteError(error)
     return summary
 
 
-def _finish(out, base, status, error, wall, tokens_per_step, task) -> dict:
+def _finish(out, base, status, error, wall, tokens_per_step, task, fork) -> dict:
     if int(os.environ.get("RANK", 0)) != 0:
         return base
-    df = rundir.merge_metrics(out, tokens_per_step)
+    df = rundir.merge_metrics(out, tokens_per_step, fork.prefix() if fork else None)
     val = df["val_loss"].dropna() if "val_loss" in df else []
     bpb = df["val_bpb"].dropna() if "val_bpb" in df else []
     trained = df.dropna(subset=["train_loss"]) if "train_loss" in df else df.iloc[:0]
@@ -189,15 +185,30 @@ def _device_name(tr: TrainerConfig) -> str:
     return f"cpu ({rundir.cpu_description()})"
 
 
+class SaveForBranches(Callback):
+    """Writes ``branch.checkpoint_path(out, N)`` once the run has done N optimizer steps, for
+    each N at which an arm branches from this one (``branch.save_steps``)."""
+
+    def __init__(self, out: Path, steps: list[int]):
+        self.out, self.todo = out, set(steps)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        step = trainer.global_step       # steps done: first seen right after step N-1's update
+        if step in self.todo:
+            self.todo.discard(step)
+            trainer.save_checkpoint(branch.checkpoint_path(self.out, step))
+
+
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
-             tokens_per_step: int, multirun: bool, position: SweepPosition | None) -> L.Trainer:
+             tokens_per_step: int, multirun: bool, position: SweepPosition | None,
+             branch_steps: list[int]) -> L.Trainer:
     rich = wants_rich(tr.progress, position.parallel if position else 1)
     if multirun or not rich:
         quiet_lightning()
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
-                 BackendProbe(),
+                 BackendProbe(), SaveForBranches(out, branch_steps),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]
     return L.Trainer(
