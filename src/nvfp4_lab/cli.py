@@ -51,15 +51,15 @@ def run(argv: list[str]) -> int:
 
     from .train import preflight
     from .train.progress import SweepPosition
-    from .train.rundir import Refused
-    from .train.schema import register
+    from .train.schema import Refused, register
     from .train.sweep import SWEEP_JOBS, SweepSummary
     from .train.task import train
 
     # the cores a sweep's workers divide (theirs may start capped): train/threads.py
     os.environ.setdefault("NVFP4_LAB_CORES", str(torch.get_num_threads()))
     dry_run = "--dry-run" in argv
-    argv = [a for a in argv if a != "--dry-run"]
+    flag = {"-m", "--multirun"}      # Hydra's parser takes it only before the overrides
+    argv = [a for a in argv if a in flag] + [a for a in argv if a not in flag | {"--dry-run"}]
     flags = {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}
     if not flags and not os.environ.get("HYDRA_FULL_ERROR"):
         problem = preflight.check(argv)       # one line, before Hydra writes anything
@@ -282,6 +282,38 @@ SUMMARY = {
 }
 
 
+# the arguments of the subcommands that have no parser of their own, for their --help
+ARGS = {
+    "prepare-data": "[data=NAME] [data.KEY=VALUE ...]   the corpus of the composed config",
+    "info": "[--no-compile]   --no-compile: skip the eager-vs-compiled check",
+    "bench": "[NAME [ARGS ...]]   NAME: {benchmarks} (default quant_linear)",
+}
+
+
+def version() -> str:
+    """``nvfp4-lab 0.1.0 (python 3.11.7, torch 2.13.0, lightning 2.6.6, hydra-core 1.3.8)``,
+    without importing any of them."""
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as of
+
+    from . import __version__
+
+    def v(name: str) -> str:
+        try:
+            return of(name)
+        except PackageNotFoundError:
+            return "not installed"
+    return (f"nvfp4-lab {__version__} (python {platform.python_version()}, "
+            + ", ".join(f"{n} {v(n)}" for n in ("torch", "lightning", "hydra-core")) + ")")
+
+
+def command_help(name: str) -> str:
+    benchmarks = ", ".join(sorted(p.stem.removeprefix("bench_") for p in
+                                  (REPO / "benchmarks").glob("bench_*.py"))) or "none here"
+    return (f"usage: nvfp4-lab {name} {ARGS[name].format(benchmarks=benchmarks)}\n\n"
+            f"  {SUMMARY[name]}")
+
+
 def usage() -> str:
     width = max(map(len, COMMANDS))
     return ("usage: nvfp4-lab COMMAND [ARGS]   (a first argument key=value means run)\n\n"
@@ -293,6 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] in ("-h", "--help", "help"):
         print(usage())
+        return 0
+    if argv and (argv[0] in ("-V", "--version") or argv[:2] == ["run", "--version"]):
+        print(version())
+        return 0
+    if argv and argv[0] in ARGS and {"-h", "--help"} & set(argv[1:]):
+        print(command_help(argv[0]))
         return 0
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])

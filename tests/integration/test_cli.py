@@ -276,10 +276,12 @@ def test_top_level_help_lists_every_subcommand(work):
 # --------------------------------------------------------------------------- one run
 
 def test_plain_progress_shows_the_newest_validation(ref, background):
-    """A plain line at a validation step shows that validation's loss, later lines keep it."""
-    printed = {int(m[1]): float(m[2]) for m in re.finditer(
-        r"^step (\d+)/\d+  train_loss \S+  val_loss (\S+)", finished(background, "ref").out,
-        re.M)}
+    """A plain line at a validation step shows that validation's loss, later lines keep it
+    with the step it was measured at."""
+    shown_at = {int(m[1]): (float(m[2]), int(m[3] or m[1])) for m in re.finditer(
+        r"^step (\d+)/\d+  train_loss \S+  val_loss (\d+\.\d+)(?: @(\d+))?  ",
+        finished(background, "ref").out, re.M)}
+    printed = {step: value for step, (value, _) in shown_at.items()}
     val = at(read_metrics(ref / "metrics.csv"), "val_loss")
     assert set(range(EVERY, STEPS + 1)) <= set(printed)
     out = finished(background, "ref")
@@ -289,6 +291,7 @@ def test_plain_progress_shows_the_newest_validation(ref, background):
     for step, shown in printed.items():
         newest = max(s for s in val if s <= step)
         assert shown == pytest.approx(val[newest], abs=1e-4), (step, shown, val)
+        assert shown_at[step][1] == newest, (step, shown_at[step])     # "@4" unless new
     lines = re.findall(r"^step \d+/\d+ .*$", out.out, re.M)
     assert all(re.search(r"  eta \d+(s|m\d\ds)$", line) for line in lines), lines  # no sweep
 
@@ -534,6 +537,10 @@ def test_smoke_ablation_runs_both_recipes(work, background):
         report = json.loads((sweep / row["job"] / "layer_report.json").read_text())
         quantized = {r["name"] for r in report["layers"] if r["quantized"]}
         assert quantized == (QUANTIZED if row["quant"] == "nvfp4" else set()), row["quant"]
+        if row["quant"] == "bf16":        # says so, rather than naming a backend that idles
+            assert s["backend_reason"] == "nothing quantized: the backend computes nothing"
+    assert result.out.count("recipe bf16: nothing quantized, all 9 linear layers in high "
+                            "precision") == 2, result.out
     seed0 = [r for r in rows if r["job"].endswith("seed=0")]
     a, b = (read_metrics(sweep / r["job"] / "metrics.csv")["train_loss"] for r in seed0)
     assert a != b   # the recipes really differ

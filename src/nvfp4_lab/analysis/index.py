@@ -22,6 +22,7 @@ import yaml
 
 from . import figures
 from . import verdicts as v
+from .answers import current_answers, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped
 from .paper import load_paper
@@ -243,6 +244,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     v2 = _v2_tables(results, paper_dir)
     tables = {"v1": ablations, "beyond": beyond, **v2}
     tested, pools = evaluate(tables)
+    current = current_answers(tables, tested, V2)
     flat = [r for rs in tested.values() for r in rs]
     v1_flat = tested["v1"]
     testable = [r for r in v1_flat if r.counted]
@@ -259,6 +261,8 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         f"computation counted once ({len(testable)} testable): {tally(v1_flat)}; its size "
         f"claims: {tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
         + "".join(f"Design {t}: {tally(tested[t])}. " for t in v2)
+        + f"The lab's current answers, v2's verdict where design v2 tested a claim again on "
+        f"the same model and v1's elsewhere: {tally([r for _, r in current])}. "
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
         f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
         "survive testing them all at once, and Benjamini-Hochberg (false discovery rate 5%) "
@@ -286,6 +290,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         "\n\n" + TABLE_HEAD + "\n"
         + "\n".join(_rows(beyond, tested["beyond"]) + _pending_rows(beyond_pending, paper_dir)),
         _v2_md(v2, tested),
+        to_buy_md(current),
         "## Comparison classes\n\nThe claims whose paired gaps share one spread "
         "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
         + _pools_md(pools),
@@ -306,7 +311,7 @@ def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]]) ->
     the paper's metric's (Holm over v2's claims)."""
     if not v2:
         return ""
-    parts = ["## Design v2: 8 fresh paired seeds (results/preregistration.md)"]
+    parts = ["## Design v2: fresh paired seeds, pre-registered (results/preregistration.md)"]
     for metric, words in METRICS.items():
         tested = primary if metric == "final_val_loss" else evaluate(v2, metric)[0]
         rows = [row for t, ss in v2.items() for row in _rows(ss, tested[t], f"{V2}/")]

@@ -54,6 +54,9 @@ class Report:
     def summary(self) -> str:
         params = [r.in_features * r.out_features for r in self.layers]
         q = sum(p for p, r in zip(params, self.layers) if r.quantized)
+        if not self.quantized:      # BF16: no backend computes anything
+            return (f"recipe {self.recipe['name']}: nothing quantized, all "
+                    f"{len(self.layers)} linear layers in high precision")
         return (f"recipe {self.recipe['name']} ({self.backend} backend): "
                 f"{len(self.quantized)}/{len(self.layers)} linear layers quantized, "
                 f"{100 * q / max(sum(params), 1):.1f}% of linear weights{self._by_kind()}")

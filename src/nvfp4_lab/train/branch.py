@@ -27,7 +27,7 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from . import rundir
-from .schema import apply_arm, recipe_of
+from .schema import Refused, apply_arm, recipe_of
 
 
 @dataclass(frozen=True)
@@ -66,15 +66,15 @@ def branch_step(cfg: DictConfig, max_steps: int) -> int | None:
     if parent is None:
         return None
     if parent not in cfg.arms or parent == cfg.arm:
-        raise rundir.Refused(f"branch_from={parent!r} must name another arm of the ablation "
+        raise Refused(f"branch_from={parent!r} must name another arm of the ablation "
                          f"({', '.join(a for a in cfg.arms if a != cfg.arm) or 'none'})")
     step = recipe_of(cfg.quant).switch.step(max_steps)
     if step is None:
-        raise rundir.Refused(f"branch_from={parent!r}: a branch starts at its quant.switch step, "
+        raise Refused(f"branch_from={parent!r}: a branch starts at its quant.switch step, "
                          f"and arm {cfg.arm!r} has none; set quant.switch.at_step or "
                          f"quant.switch.at_fraction in the arm, or remove its branch_from")
     if not 0 < step < max_steps:
-        raise rundir.Refused(f"branch_from={parent!r}: the switch step {step} leaves nothing to "
+        raise Refused(f"branch_from={parent!r}: the switch step {step} leaves nothing to "
                          f"branch (a run of {max_steps} steps); remove the arm's branch_from")
     return step
 
@@ -97,18 +97,18 @@ def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
         return None
     parent = cfg.branch_from
     if sweep is None:
-        raise rundir.Refused(f"branch_from={parent!r}: a branch continues arm {parent!r}'s run "
+        raise Refused(f"branch_from={parent!r}: a branch continues arm {parent!r}'s run "
                          f"in the same sweep; run the ablation as a sweep")
     want = rundir.config_hash(_as_arm(raw, parent))
     for path in sorted(Path(sweep).rglob(rundir.SUMMARY)):
         s = json.loads(path.read_text())
         if s.get("config_hash") == want and s.get("status") == "done":
             if s.get("max_steps") != max_steps:
-                raise rundir.Refused(f"branch_from={parent!r}: arm {parent!r} ran "
+                raise Refused(f"branch_from={parent!r}: arm {parent!r} ran "
                                  f"{s.get('max_steps')} steps and this arm {max_steps}; a "
                                  f"branch keeps its parent's run length")
             if checkpoint_path(path.parent, step).exists():
                 return Branch(path.parent, step, str(path.parent.relative_to(sweep)))
-    raise rundir.Refused(f"branch_from={parent!r}: {sweep} holds no finished run of arm {parent!r} "
+    raise Refused(f"branch_from={parent!r}: {sweep} holds no finished run of arm {parent!r} "
                      f"(config hash {want}) with a checkpoint of step {step}; the sweep must "
                      f"run arm {parent!r} first, one job at a time (launcher=basic)")

@@ -124,6 +124,8 @@ class LMTask(L.LightningModule):
                     name, self.backend_reason = choice.backend, choice.reason
                     self.probe_backend = choice.probe
                     print(f"backend auto: {name} ({choice.reason})", flush=True)
+            if not specs:
+                self.backend_reason = "nothing quantized: the backend computes nothing"
             # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
             fp32_only = str(self.trainer.precision).startswith("32")
             self.quant_specs = specs

@@ -41,9 +41,11 @@ _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
 
 
 def check(argv: list[str]) -> str | None:
-    """None when every job of the command line composes into valid configs, else one line.
-    Arms of an ablation that would train the very same thing are warned about on stderr."""
+    """None when every job of the command line composes into valid configs, else one line
+    naming every refused value ("; " between them). Arms of an ablation that would train the
+    very same thing are warned about on stderr."""
     overrides = [a for a in argv if not a.startswith("-")]
+    multirun = bool({"-m", "--multirun"} & set(argv))
     try:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except OverrideParseException as err:
@@ -51,11 +53,8 @@ def check(argv: list[str]) -> str | None:
     register()
     warned: set[str] = set()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        for trial in _trials(parsed):
-            problem = _problem(trial, warned)
-            if problem:
-                return problem
-    return None
+        problems = [_problem(trial, warned, multirun) for trial in _trials(parsed)]
+    return "; ".join(dict.fromkeys(p for p in problems if p)) or None
 
 
 def _trials(parsed) -> list[list[str]]:
@@ -74,11 +73,12 @@ def _trials(parsed) -> list[list[str]]:
     return trials
 
 
-def _problem(trial: list[str], warned: set[str]) -> str | None:
+def _problem(trial: list[str], warned: set[str], multirun: bool) -> str | None:
     try:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
         return _explain(err, trial)
+    multirun = multirun or str(cfg.hydra.mode) in ("MULTIRUN", "RunMode.MULTIRUN")
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
     trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
     for arm in arms:
@@ -91,7 +91,7 @@ def _problem(trial: list[str], warned: set[str]) -> str | None:
             model = plain(trial_cfg.model, ModelConfig)
             data = plain(trial_cfg.data, DataConfig)
             train = plain(trial_cfg.train, TrainConfig)
-            plain(trial_cfg.trainer, TrainerConfig)
+            plain(trial_cfg.trainer, TrainerConfig).check_launch(multirun)
             branch.branch_step(trial_cfg, train.run_length(train.batch_size * train.seq_len))
             quantized = check_fit(model, data, recipe)
         except (ValueError, TypeError, OmegaConfBaseException) as err:

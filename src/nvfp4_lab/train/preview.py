@@ -25,7 +25,6 @@ from ..quant import cost, operand_plan
 from . import branch
 from .progress import duration
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
-from .task import world_size
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def estimate(overrides: list[str]) -> tuple[int, float | None, str]:
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
     if model.vocab_size == 0:     # as the data module will set it
         model.vocab_size = 256 if data.tokenizer == "bytes" else data.vocab_size
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     steps = t.run_length(tokens_per_step)
     steps -= branch.branch_step(cfg, steps) or 0   # a branch trains its tail only
     specs = [o.spec for o in operand_plan(recipe).values() if o.spec]

@@ -90,7 +90,8 @@ class Speedometer(Callback):
 
     Lightning validates after the training batch of a step, so at a step that is also a
     validation step (``val_every``) the line waits for that validation and shows its loss,
-    not the previous one's.
+    not the previous one's. Between validations the line repeats the last one with the step
+    it was measured at (``val_loss 1.8863 @500``), so it does not read as new.
     """
 
     def __init__(self, every: int, tokens_per_step: int, echo: bool, val_every: int = 0,
@@ -100,6 +101,7 @@ class Speedometer(Callback):
         self.countdown = Countdown(position)
         self._t0 = self._step0 = None
         self._pending: tuple[int, int, float, float, str] | None = None
+        self._val: tuple[int, float] | None = None    # (step, loss) of the last validation
 
     def on_train_start(self, trainer, pl_module):
         self._t0, self._step0 = time.perf_counter(), trainer.global_step
@@ -119,22 +121,26 @@ class Speedometer(Callback):
             if self.val_every and step % self.val_every == 0:
                 self._pending = line
             else:
-                self._print(line, trainer.callback_metrics)
+                self._print(line)
 
     def on_validation_end(self, trainer, pl_module):
+        if "val_loss" in trainer.callback_metrics:
+            self._val = (trainer.global_step, float(trainer.callback_metrics["val_loss"]))
         if self._pending is not None and self._pending[0] == trainer.global_step:
-            self._print(self._pending, trainer.callback_metrics)
+            self._print(self._pending)
             self._pending = None
 
     def on_train_end(self, trainer, pl_module):
         if self._pending is not None:         # a deferred line whose validation never came
-            self._print(self._pending, trainer.callback_metrics)
+            self._print(self._pending)
             self._pending = None
 
-    @staticmethod
-    def _print(line: tuple[int, int, float, float, str], metrics) -> None:
+    def _print(self, line: tuple[int, int, float, float, str]) -> None:
         step, max_steps, loss, rate, eta = line
-        val = f"  val_loss {float(metrics['val_loss']):.4f}" if "val_loss" in metrics else ""
+        val = ""
+        if self._val is not None:
+            at, value = self._val
+            val = f"  val_loss {value:.4f}" + (f" @{at}" if at != step else "")
         print(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s"
               + (f"  {eta}" if eta else ""), flush=True)
 

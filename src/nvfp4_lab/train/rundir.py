@@ -4,6 +4,7 @@
       config.yaml          the resolved config (plus Hydra's .hydra/ record)
       layer_report.json    which layer got which quantizer (quant.convert's report)
       checkpoints/last.ckpt  the latest checkpoint; ``resume=auto`` continues from it
+      checkpoints/branch/    the steps other arms branch from (train/branch.py)
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
@@ -34,10 +35,6 @@ from ..analysis.collect import read_metrics
 
 SUMMARY = "summary.json"
 VOLATILE = ("resume", "trainer.progress")
-
-
-class Refused(ValueError):
-    """A job that cannot start as configured; nothing of it was written."""
 
 
 class RunExists(RuntimeError):

@@ -23,6 +23,7 @@ onto the typed config, so an arm is checked exactly like a command-line override
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -45,6 +46,10 @@ from ..quant.recipe import (
     WEIGHT_BLOCKS,
     Recipe,
 )
+
+
+class Refused(ValueError):
+    """A job that cannot start as configured; nothing of it is written."""
 
 
 def choices(name: str, values) -> type[Enum]:
@@ -178,6 +183,26 @@ class TrainerConfig:
     deterministic: bool = False
     progress: Progress = Progress.auto
     threads: int = 0                # torch.set_num_threads (0: the cores, divided among jobs)
+
+    def world_size(self) -> int:
+        """Data-parallel processes: from torchrun/srun when they started us, else the config."""
+        if "WORLD_SIZE" in os.environ:
+            return int(os.environ["WORLD_SIZE"])
+        devices = self.devices if isinstance(self.devices, int) else 1
+        return devices * self.num_nodes
+
+    def check_launch(self, multirun: bool) -> None:
+        """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
+        re-runs the whole sweep (docs/architecture.md, Scaling out). Processes must come from
+        outside."""
+        external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
+        many = self.devices not in (1, "1", [0]) or self.num_nodes > 1
+        if multirun and many and not external:
+            raise Refused(
+                f"trainer.devices={self.devices} inside a sweep: Lightning would re-launch the "
+                "whole sweep in every worker. Run multi-device jobs one at a time under "
+                "`torchrun --nproc_per_node=N --no-python nvfp4-lab run trainer=ddp ...`, or "
+                "sweep on SLURM with launcher=submitit (one task per GPU).")
 
 
 @dataclass

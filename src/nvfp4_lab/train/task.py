@@ -35,28 +35,6 @@ from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
-def world_size(t: TrainerConfig) -> int:
-    """Data-parallel processes: from torchrun/srun when they started us, else the config."""
-    if "WORLD_SIZE" in os.environ:
-        return int(os.environ["WORLD_SIZE"])
-    devices = t.devices if isinstance(t.devices, int) else 1
-    return devices * t.num_nodes
-
-
-def guard_nested_launch(t: TrainerConfig, multirun: bool) -> None:
-    """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
-    re-runs the whole sweep (docs/architecture.md, Scaling out). Processes must come from
-    outside."""
-    external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
-    many = t.devices not in (1, "1", [0]) or t.num_nodes > 1
-    if multirun and many and not external:
-        raise rundir.Refused(
-            f"trainer.devices={t.devices} inside a sweep: Lightning would re-launch the whole "
-            "sweep in every worker. Run multi-device jobs one at a time under "
-            "`torchrun --nproc_per_node=N --no-python nvfp4-lab run trainer=ddp ...`, or "
-            "sweep on SLURM with launcher=submitit (one task per GPU).")
-
-
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int = 1,
           position: SweepPosition | None = None) -> dict:
     """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once;
@@ -65,20 +43,20 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     recipe = recipe_of(cfg.quant)
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
-    guard_nested_launch(tr, multirun)
+    tr.check_launch(multirun)
     chash = rundir.config_hash(cfg)
     state = rundir.check_can_start(out, chash, cfg.resume)
     if state == "done":
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.read_summary(out)
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * world_size(tr)
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
     fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
     rank0 = int(os.environ.get("RANK", 0)) == 0   # under torchrun/srun only rank 0 writes
     out.mkdir(parents=True, exist_ok=True)
     if rank0:
         OmegaConf.save(cfg, out / "config.yaml", resolve=True)
-    cpu_procs = world_size(tr) // tr.num_nodes if tr.accelerator == "cpu" else 1
+    cpu_procs = tr.world_size() // tr.num_nodes if tr.accelerator == "cpu" else 1
     plan = threads.apply(tr.threads, parallel * cpu_procs)
     if rank0:
         print(plan, flush=True)

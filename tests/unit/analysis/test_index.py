@@ -411,3 +411,59 @@ def test_a_design_v2_sweep_is_published_beside_v1(results, tmp_path):
     row = next(li for li in secondary.splitlines() if "`bf16 < nvfp4`" in li)
     assert f"{np.mean(gaps):+.2f} [" in row
     assert tail and "Design v2 formats_nano:" in readme.split("\n\n")[1]
+
+
+def test_the_current_answers_take_v2s_verdict_where_v2_tested_the_claim_again(results,
+                                                                             tmp_path):
+    """The headline's current answers: v1's paper claims, each replaced by design v2's
+    verdict where a v2 sweep of the same ablation and model tested it (both nano here)."""
+    sweep = make_sweep(tmp_path)
+    for summary in sweep.glob("*/seed=*/summary.json"):      # v2 gives other verdicts
+        s = json.loads(summary.read_text())
+        s["final_val_loss"] += 0.05 * (s["quant"] == "nvfp4") * (1 + s["seed"])
+        summary.write_text(json.dumps(s))
+    assert main(["publish", str(sweep), "--to", str(results), "--as", "v2/formats_nano"]) == 0
+    readme = write_index(results).read_text()
+    v2 = {r["claim"]: r["verdict"] for r in oracle(results / "v2" / "formats_nano")}
+    words = ["contradicted"]            # rht_signs' per_call ~ fixed: its arm diverged
+    for name in ("formats", "rht_signs"):
+        kinds = {str(c): c.kind for c in load_paper(name).claims}
+        for r in oracle(results / name):
+            if kinds[r["claim"]] == "paper" and r.get("verdict", "not testable") != "not testable":
+                words.append(v2.get(r["claim"], r["verdict"]) if name == "formats"
+                             else r["verdict"])
+    assert any(v2[c] != r["verdict"] for r in oracle(results / "formats") for c in v2
+               if c == r["claim"] and "verdict" in r)          # the replacement shows
+    expected = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(
+        ["reproduced", "equivalent", "rules out the paper's size", "not resolved",
+         "contradicted", "too few seeds"]) if w in words)
+    current = readme.split("The lab's current answers")[1].split(": ", 1)[1]
+    assert current.startswith(expected + " ("), (current[:120], expected)
+
+
+def test_what_more_seeds_would_buy_follows_the_claim_rows_and_the_runs_wall_times():
+    """The committed index's purchase table, row by row, against its own claim rows (verdict,
+    seeds needed) and the median wall time of the two arms' committed runs."""
+    readme = (RESULTS / "README.md").read_text()
+    table = rows(readme)
+    section = readme.split("## What more seeds would buy")[1].split("\n## ")[0]
+    bought = [[c.strip() for c in li.strip("|").split("|")] for li in section.splitlines()
+              if li.startswith("| ") and "`" in li]
+    current = readme.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
+    assert f"{len(bought)} not resolved" in current
+    for sweep, claim, n, need, more, hours in bought:
+        claim = claim.strip("`")
+        v2 = (RESULTS / "v2" / sweep).is_dir()
+        cells = table[("Design" if v2 else "Findings", sweep, claim)]
+        assert cells[5] == "**not resolved**", (sweep, claim)
+        measured, _, paper = cells[7].partition(" / ")
+        expected = measured if "~" in claim or paper in ("", "-", "—") else paper
+        assert need == expected, (sweep, claim, cells[7])
+        if need.isdigit():
+            assert int(more) == max(int(need) - int(n), 0)
+            folder = RESULTS / ("v2" if v2 else "") / sweep
+            paper_ = load_paper(yaml.safe_load((folder / "multirun.yaml").read_text())["name"])
+            walls = labelled_losses(folder, paper_.axis, "wall_seconds").groupby("label")["loss"]
+            better, worse = re.split(r" [<~] ", claim)
+            per_seed = walls.median()[better] + walls.median()[worse]
+            assert hours == f"{int(more) * per_seed / 3600:.1f}", (sweep, claim)

@@ -21,11 +21,16 @@ CONF = conf_dir()
 
 
 def jobs():
+    """Every arm of every file, but the branches: they continue their parent's run of the
+    same sweep from their switch step, which test_branch.py trains."""
     for path in sorted((CONF / "ablation").glob("*.yaml")):
-        params = yaml.safe_load(path.read_text())["hydra"]["sweeper"]["params"]
-        swept = {k: str(v).split(",") for k, v in params.items() if k != "seed"}
+        ablation = yaml.safe_load(path.read_text())
+        swept = {k: str(v).split(",") for k, v in ablation["hydra"]["sweeper"]["params"].items()
+                 if k != "seed"}
+        branches = {a for a, c in (ablation.get("arms") or {}).items() if "branch_from" in c}
         for values in itertools.product(*swept.values()):
-            yield path.stem, [f"{k}={v}" for k, v in zip(swept, values)]
+            if not branches & set(values):
+                yield path.stem, [f"{k}={v}" for k, v in zip(swept, values)]
 
 
 JOBS = list(jobs())

@@ -37,7 +37,8 @@ def test_the_new_keys_count_once_they_select_something():
                {"model": {"ffn_mult": 3.5}},
                {"quant": {"four_over_six": {"operands": ["fprop.x"]}}},
                {"quant": {"row_scaled": ["fprop.x"]}},
-               {"quant": {"ms_eden": ["dgrad.dy"]}}]
+               {"quant": {"ms_eden": ["dgrad.dy"]}},
+               {"branch_from": "nvfp4"}]
     hashes = {config_hash(today(c)) for c in changed}
     assert len(hashes) == len(changed) and RECORDED not in hashes
 

@@ -19,6 +19,9 @@ from nvfp4_lab.train.preflight import _trials, check
     # a sweep: the bad value is the second of its key, the other key swept too
     (["-m", "quant=bf16,nvfp5", "seed=0,1"], "no config quant/nvfp5"),
     (["-m", "seed=0,1", "train.max_steps=10,0"], "train.max_steps=0 must be >= 1"),
+    # every refused value of a sweep, in one line
+    (["-m", "train.max_steps=-3,0,5"],
+     "train.max_steps=-3 must be >= 1; train.max_steps=0 must be >= 1"),
     # a model the recipe cannot quantize: Quartet II's 128-point RHT on 96-wide layers
     (["quant=quartet_ii", "model.d_model=96", "model.n_heads=3", "model.n_kv_heads=3"],
      "layer blocks.0.attn.qkv: RHT on dgrad needs out_features (288) to be a multiple of "
@@ -30,6 +33,12 @@ from nvfp4_lab.train.preflight import _trials, check
      "in_features=72 is not a multiple of the nvfp4 block (16)"),
     (["model=hybrid_nano", "model.n_layers=5"],
      "model.n_layers=5 but model.pattern has 7 blocks; set model.n_layers=7"),
+    # a multi-device trainer in a sweep: every DDP worker would re-run the whole sweep
+    (["-m", "trainer=ddp", "seed=0,1"], "trainer.devices=auto inside a sweep"),
+    (["+ablation=formats", "trainer=ddp"], "trainer.devices=auto inside a sweep"),
+    # a branch whose switch step is the run's last: round(0.99 * 50) = 50 of 50
+    (["+ablation=precision_switch_v2", "train.max_steps=50"],
+     "arm switch_both_0.99: branch_from='nvfp4': the switch step 50 leaves nothing to branch"),
 ])
 def test_mistakes_get_one_line_naming_the_fix(argv, expected):
     problem = check(argv)

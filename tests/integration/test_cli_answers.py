@@ -1,0 +1,65 @@
+"""What the command line answers before any training: every subcommand's ``--help``, the
+``--version`` that names what decides the numbers, ``-m`` anywhere among the overrides, and a
+multi-device trainer in a sweep refused in one line before anything is written. The real
+command, as a subprocess: exit code, output, and what it wrote."""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import nvfp4_lab
+
+SCRIPT = Path(sys.executable).with_name("nvfp4-lab")
+CMD = str(SCRIPT) if SCRIPT.exists() else shutil.which("nvfp4-lab")
+
+
+def call(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([CMD, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "CI": "1"}, cwd=cwd)
+
+
+@pytest.mark.parametrize("command", ["prepare-data", "info", "bench", "plot", "compare",
+                                     "publish"])
+@pytest.mark.parametrize("flag", ["--help", "-h"])
+def test_every_subcommand_answers_help_with_its_own_usage(command, flag):
+    r = call(command, flag)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith(f"usage: nvfp4-lab {command}"), r.stdout
+    assert "Traceback" not in r.stderr and "no benchmark" not in r.stderr, r.stderr
+
+
+def test_bench_help_lists_the_benchmarks_of_the_checkout():
+    here = sorted(p.stem.removeprefix("bench_") for p in
+                  (Path(__file__).parents[2] / "benchmarks").glob("bench_*.py"))
+    assert here and ", ".join(here) in call("bench", "--help").stdout
+
+
+@pytest.mark.parametrize("args", [["--version"], ["-V"], ["run", "--version"]])
+def test_version_names_nvfp4_lab_torch_lightning_and_hydra(args):
+    r = call(*args)
+    assert r.returncode == 0, r.stderr
+    line = r.stdout.strip()
+    assert "\n" not in line and line.startswith(f"nvfp4-lab {nvfp4_lab.__version__} ("), line
+    for package in ("torch", "lightning", "hydra-core"):
+        assert f"{package} {importlib.metadata.version(package)}" in line, line
+
+
+def test_multirun_flag_may_stand_anywhere_among_the_overrides(tmp_path):
+    r = call("run", "quant=bf16", "-m", "seed=0,1", "--dry-run", cwd=tmp_path)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.startswith("2 jobs, 1 at a time"), r.stdout
+    assert not any(tmp_path.iterdir())                     # a dry run writes nothing
+
+
+def test_a_multi_device_trainer_in_a_sweep_is_refused_before_anything_is_written(tmp_path):
+    r = call("run", "trainer=ddp", "seed=0,1", "-m", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr    # one line
+    assert "trainer.devices=auto inside a sweep" in r.stderr and "torchrun" in r.stderr
+    assert "Traceback" not in r.stderr and not any(tmp_path.iterdir())
