@@ -285,3 +285,10 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     layers = pd.concat(layers, ignore_index=True).merge(meta, on="run") if layers \
         else pd.DataFrame()
     return Collection(runs, curves, layers, skipped, axes, root)
+
+
+def loss_unit(runs: pd.DataFrame) -> str:
+    """What the runs' losses are per: ``nats/byte`` when every run's tokens are bytes, else
+    ``nats/token`` (cross entropy per token of the run's tokenizer)."""
+    tokenizers = set(runs.get("data.tokenizer", pd.Series(dtype=object)).dropna())
+    return "nats/byte" if tokenizers == {"bytes"} else "nats/token"

@@ -27,6 +27,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .collect import loss_unit  # noqa: E402
 from .gaps import gap_curves  # noqa: E402
 
 # the paper's formats keep their colour in every report; other labels take the next free one
@@ -122,7 +123,7 @@ def loss_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
         for label in colours:
             _band(ax, curves[curves["label"] == label], metric, colours[label], label,
                   smooth=metric == "train_loss")
-        ax.set_ylabel(f"{name} (nats/token)")
+        ax.set_ylabel(f"{name} ({loss_unit(runs)})")
         tokens_formatter(ax)
         _clip_warmup(ax, curves, metric)
     left.set_title(f"train loss, centred mean of {SMOOTH_SHARE:.0%} of the points (raw faint)",
@@ -192,7 +193,7 @@ def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
         note = _multiplier_text(row.iloc[0]) if len(row) else ""
         ax.plot(mean.index, mean.values, color=colours[recipe], lw=1.4, marker="o", ms=4,
                 label=f"{recipe}{note}")
-    ax.set_ylabel("final validation loss (nats/token)")
+    ax.set_ylabel(f"final validation loss ({loss_unit(runs)})")
     tokens_formatter(ax)
     ax.legend(title="recipe (line: mean, dots: seeds)", frameon=False, loc="best")
     ax.set_title(f"Final loss vs training tokens: what each recipe needs to reach {reference}",
@@ -285,7 +286,7 @@ def noise_figure(table: pd.DataFrame, colours: dict[str, str], axes: list[str],
 
 
 def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title: str,
-                 baseline: str):
+                 baseline: str, unit: str = "nats/token"):
     """Bars of the paper's values (left) beside ours (right, 95% CI over seeds when there are
     several), each bar labelled with its number.
 
@@ -320,7 +321,7 @@ def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title:
     gap = paper.metric.endswith("gap_pct")
     left.set_ylabel(unit + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
     right.set_ylabel(f"validation loss gap (%) vs {baseline}" if gap else
-                     "final validation loss (nats/token)")
+                     f"final validation loss ({unit})")
     left.set_title(f"paper, {paper.figure}: {paper.scale}", fontsize=9)
     right.set_title(ours_title, fontsize=9)
     if gap:

@@ -27,7 +27,7 @@ import pandas as pd
 
 from . import figures
 from . import verdicts as v
-from .collect import Collection, collect
+from .collect import Collection, collect, loss_unit
 from .context import context_md, shipped
 from .gaps import curve_efficiency_table, efficiency_table
 from .paper import PaperResult, load_paper, paper_ordering_agrees
@@ -78,7 +78,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     table = recipe_table(coll.runs, "final_val_loss", base)
     table.to_csv(out / "tables" / "final_loss.csv", index=False)
     sections = [_header(coll, ablation, paper, base, out),
-                _table_md(table, base) + _repeats_md(coll.runs)]
+                _table_md(table, base, loss_unit(coll.runs)) + _repeats_md(coll.runs)]
 
     figs = out / "figures"
     figures.save(figures.loss_figure(coll.runs, coll.curves, coll.axes, colours), figs, "loss",
@@ -120,7 +120,8 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     if paper is not None:
         ours = _ours_in_paper_units(coll, paper, base)
         title = f"this run: {scale_text(coll.runs)}"
-        figures.save(figures.paper_figure(paper, ours, colours, title, base), figs,
+        figures.save(figures.paper_figure(paper, ours, colours, title, base,
+                                          loss_unit(coll.runs)), figs,
                      "paper_vs_ours", pdf)
         names.append("paper_vs_ours")
         sections.append(_paper_md(paper, ours))
@@ -204,7 +205,7 @@ def _fmt(x, digits=4) -> str:
     return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}"
 
 
-def _table_md(table: pd.DataFrame, base: str) -> str:
+def _table_md(table: pd.DataFrame, base: str, unit: str) -> str:
     rows = []
     for r in table.itertuples():
         ci = f"[{_fmt(r.ci_lo)}, {_fmt(r.ci_hi)}]" if np.isfinite(r.ci_lo) else ""
@@ -219,7 +220,7 @@ def _table_md(table: pd.DataFrame, base: str) -> str:
     pooled = ("" if checks.empty else " Bartlett's check of equal spreads across the recipes' "
               "gaps: " + ", ".join(f"p = {p:.3f}" for p in checks["bartlett_p"])
               + " (pooled where p >= 0.05, and then the verdict uses the pooled interval).")
-    return ("## Final validation loss (nats/token)\n\n"
+    return (f"## Final validation loss ({unit})\n\n"
             f"Gap = (baseline - recipe) / baseline x 100%, per seed against `{base}` of the "
             "same seed (paired), then averaged; negative = worse than the baseline. A verdict "
             "is given only when the 95% interval excludes zero. Pooled: the recipes' gaps "

@@ -432,3 +432,24 @@ def test_loss_figure_draws_the_smoothed_train_mean_over_the_raw_one(sweep):
         assert solid[0].get_label() == label
     assert "centred mean" in left.get_title() and "validation" in right.get_title()
     assert "first descent is cut off" in fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize(("tokenizer", "unit"), [("bytes", "nats/byte"), ("bpe", "nats/token"),
+                                                 (None, "nats/token")])
+def test_losses_are_labelled_per_the_runs_tokenizer(runs_factory, tmp_path, tokenizer, unit):
+    """A byte-level run's cross entropy is per byte: the report's table and the figures say
+    so; any other tokenizer, or none recorded, is per token."""
+    from nvfp4_lab.analysis.collect import collect
+    from nvfp4_lab.analysis.figures import loss_figure, palette
+
+    config = {"data.tokenizer": tokenizer} if tokenizer else {}
+    for seed in range(2):
+        for quant, final in (("bf16", 3.0), ("nvfp4", 3.04 + 0.01 * seed)):
+            runs_factory(f"{quant}/seed={seed}", quant=quant, seed=seed, config=config,
+                         val_loss=[None, None, None, final])
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert f"## Final validation loss ({unit})" in text
+    coll = collect([tmp_path / "sweep"])
+    fig = loss_figure(coll.runs, coll.curves, coll.axes, palette(coll.labels))
+    assert [ax.get_ylabel() for ax in fig.axes[:2]] == [f"train loss ({unit})",
+                                                         f"validation loss ({unit})"]
