@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import glob
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +53,27 @@ class Collection:
 
     @property
     def labels(self) -> list[str]:
-        """Recipe labels in the order of the sweep's jobs."""
+        """Recipe labels in the order of ``runs``: BF16 first, then as the sweep launched them
+        (``_launch_order``)."""
         return list(dict.fromkeys(self.runs["label"]))
+
+
+def _launch_order(runs: pd.DataFrame) -> pd.DataFrame:
+    """The runs with every BF16 label first (what the gaps are read against), then each label
+    where the sweep first launched it (the job number a job directory's name starts with, as
+    a number: "10_" after "2_"; runs outside a sweep in the order found)."""
+    job = runs["run"].map(_job_number)
+    first = job.groupby(runs["label"]).transform("min")
+    bf16 = runs["label"].isin(runs.loc[runs["recipe"] == "bf16", "label"])
+    order = pd.DataFrame({"bf16": ~bf16, "first": first, "job": job, "at": range(len(runs))})
+    return runs.loc[order.sort_values(["bf16", "first", "job", "at"]).index].reset_index(drop=True)
+
+
+def _job_number(run: str) -> float:
+    """7 for ``7_quant=nvfp4/seed=0`` (the job directory above the seed), else infinity."""
+    parts = Path(str(run)).parts
+    m = re.match(r"(\d+)_", parts[-2] if len(parts) > 1 else parts[0])
+    return int(m[1]) if m else math.inf
 
 
 def find_runs(paths: list[str | Path]) -> list[Path]:
@@ -277,7 +297,7 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
             "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
             "steps", "decay_start", "device", "wall_seconds", "tokens_per_second", "backend",
             "model", "data.tokenizer", "name", "path"]
-    runs = runs.reindex(columns=list(dict.fromkeys(keep)))
+    runs = _launch_order(runs.reindex(columns=list(dict.fromkeys(keep))))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")
     curves = curves.reindex(columns=["run", "label", "seed", *CURVE_COLUMNS])

@@ -118,13 +118,20 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
             names.append("noise_ratio")
             sections.append(_noise_md(noise))
     if paper is not None:
-        ours = _ours_in_paper_units(coll, paper, base)
-        title = f"this run: {scale_text(coll.runs)}"
-        figures.save(figures.paper_figure(paper, ours, colours, title, base,
-                                          loss_unit(coll.runs)), figs,
-                     "paper_vs_ours", pdf)
-        names.append("paper_vs_ours")
-        sections.append(_paper_md(paper, ours))
+        want = paper.baseline or paper.reference
+        if paper.metric.endswith("gap_pct") and base != want:
+            sections.append(f"## Paper vs ours\n\nNot drawn: the paper's gaps are against "
+                            f"`{want}` and ours here against `{base}`, which one axis would "
+                            f"show as one quantity. Add `{want}` runs (or `--baseline {want}`)"
+                            " to compare them.")
+        else:
+            ours = _ours_in_paper_units(coll, paper, base)
+            title = f"this run: {scale_text(coll.runs)}"
+            figures.save(figures.paper_figure(paper, ours, colours, title, base,
+                                              loss_unit(coll.runs)), figs,
+                         "paper_vs_ours", pdf)
+            names.append("paper_vs_ours")
+            sections.append(_paper_md(paper, ours))
         beside = context_md(paper, _claim_gaps(coll, paper), shipped())
         if beside:
             sections.append(beside)

@@ -453,3 +453,30 @@ def test_losses_are_labelled_per_the_runs_tokenizer(runs_factory, tmp_path, toke
     fig = loss_figure(coll.runs, coll.curves, coll.axes, palette(coll.labels))
     assert [ax.get_ylabel() for ax in fig.axes[:2]] == [f"train loss ({unit})",
                                                          f"validation loss ({unit})"]
+
+
+def test_recipes_are_listed_bf16_first_then_in_launch_order(runs_factory, tmp_path):
+    """The quickstart launches mxfp4, nvfp4, bf16; a sweep of 11 jobs sorts "10_" before
+    "2_" as text: the order is BF16, then the job numbers, as numbers."""
+    from nvfp4_lab.analysis.collect import collect
+
+    for job, quant in ((0, "mxfp4"), (1, "nvfp4"), (2, "fp8"), (10, "bf16"), (11, "quartet")):
+        runs_factory(f"{job}_quant={quant}/seed=0", quant=quant, val_loss=[None, None, None, 3])
+    assert collect([tmp_path / "sweep"]).labels == ["bf16", "mxfp4", "nvfp4", "fp8", "quartet"]
+    text = write_report([tmp_path / "sweep"]).read_text()
+    rows = [line.split("`")[1] for line in text.splitlines() if line.startswith("| `")]
+    assert rows[:5] == ["bf16", "mxfp4", "nvfp4", "fp8", "quartet"]
+
+
+def test_paper_vs_ours_is_not_drawn_against_another_baseline(runs_factory, tmp_path):
+    """Runs of the formats ablation without BF16: ours would be gaps against MXFP4 on the
+    axis of the paper's gaps against BF16. The report says why instead of drawing it."""
+    for seed in range(2):
+        for job, quant, final in ((0, "mxfp4", 3.05), (1, "nvfp4", 3.02 + 0.01 * seed)):
+            runs_factory(f"{job}_quant={quant}/seed={seed}", quant=quant, seed=seed,
+                         name="formats", val_loss=[None, None, None, final])
+    text = write_report([tmp_path / "sweep"]).read_text()
+    assert "Not drawn: the paper's gaps are against `bf16` and ours here against `mxfp4`" \
+        in text
+    assert not (tmp_path / "sweep" / "figures" / "paper_vs_ours.png").exists()
+    assert "paper_vs_ours" not in text.split("Not drawn")[1]
