@@ -35,8 +35,7 @@ import torch
 
 from nvfp4_lab.formats import QTensor, QuantSpec, Stream, fake_quantize_parts
 from nvfp4_lab.formats import quantize as formats_quantize
-from nvfp4_lab.formats.quantize import runtime_inputs
-from nvfp4_lab.formats.spec import check_local_dtype
+from nvfp4_lab.formats.quantizer import check_local_dtype, runtime_inputs
 
 from . import fp4, fp8
 

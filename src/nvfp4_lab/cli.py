@@ -45,18 +45,10 @@ def shared_run_dir(argv: list[str]) -> list[str]:
 def run(argv: list[str]) -> int:
     """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` per job."""
     import hydra
-    import torch
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
 
     from .train import preflight
-    from .train.progress import SweepPosition
     from .train.schema import Refused, register
-    from .train.sweep import SWEEP_JOBS, SweepSummary
-    from .train.task import train
 
-    # the cores a sweep's workers divide (theirs may start capped): train/threads.py
-    os.environ.setdefault("NVFP4_LAB_CORES", str(torch.get_num_threads()))
     dry_run = "--dry-run" in argv
     flag = {"-m", "--multirun"}      # Hydra's parser takes it only before the overrides
     argv = [a for a in argv if a in flag] + [a for a in argv if a not in flag | {"--dry-run"}]
@@ -77,6 +69,13 @@ def run(argv: list[str]) -> int:
 
     @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
     def app(cfg) -> None:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        from .train.progress import SweepPosition
+        from .train.sweep import SWEEP_JOBS
+        from .train.task import train
+
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN
         n_jobs = int(hc.launcher.get("n_jobs") or 1) if multirun else 1   # joblib's
@@ -92,6 +91,8 @@ def run(argv: list[str]) -> int:
 
     app()
     _close_process_group()
+    from .train.sweep import SweepSummary  # after the jobs: --help never gets here
+
     return 1 if SweepSummary.failed else 0
 
 
@@ -107,7 +108,10 @@ def _drop_hydra_log(out: Path) -> None:
 def _close_process_group() -> None:
     """Destroy a DDP process group before the interpreter exits: left to the exit-time
     destructors, gloo's worker threads can abort the process ("terminate called without an
-    active exception", SIGABRT) after a run that succeeded."""
+    active exception", SIGABRT) after a run that succeeded. Without torch loaded (Hydra's
+    --help) there is none."""
+    if "torch" not in sys.modules:
+        return
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
@@ -137,11 +141,15 @@ def info(argv: list[str]) -> int:
     from . import __version__
     from .formats import FORMATS, QuantSpec, fake_quantize
     from .quant.backends import compile_cache_dir
-    from .train.rundir import cpu_description
+    from .train.machine import Machine, versions
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
-    print(f"cpu: {cpu_description()}; cuda: {cuda}")
+    machine = Machine.here()
+    print(f"cpu: {machine.describe()}; cuda: {cuda}")
+    print(f"machine class: {machine.cls} with "
+          + ", ".join(f"{k} {v}" for k, v in versions().items())
+          + " (runs are bit-equal within one class and these versions: README)")
     print(f"formats: {', '.join(FORMATS)}")
     try:
         import nvfp4_kernels  # noqa: F401
@@ -205,11 +213,11 @@ def _report(paths, out, args) -> int:
 def plot(argv: list[str]) -> int:
     """Rewrite the report of every sweep at or under each path (a run dir gets its own), or
     with ``--index DIR`` the results index of the ablations published there."""
-    from .analysis.collect import find_sweeps
-
     if argv and argv[0] == "--index":
         return _index(argv[1:])
     args = _analysis_args("plot", argv, out=False)
+    from .analysis.collect import find_sweeps  # pandas, after --help has answered
+
     rc = 0
     for path in args.paths:
         for sweep in find_sweeps(path):
@@ -246,10 +254,6 @@ def publish(argv: list[str]) -> int:
     report there (PNG figures only) and rewrite the index."""
     import argparse
 
-    from .analysis.index import publish as copy_sweep
-    from .analysis.index import write_index
-    from .analysis.report import write_report
-
     p = argparse.ArgumentParser(prog="nvfp4-lab publish")
     p.add_argument("sweep", type=Path, help="a finished sweep directory (multirun.yaml)")
     p.add_argument("--to", type=Path, default=Path("results"), help="results directory")
@@ -257,6 +261,10 @@ def publish(argv: list[str]) -> int:
                    help="the folder under --to (default: the sweep's name; a design-v2 sweep: "
                         "v2/<name>_<model>)")
     args = p.parse_args(argv)
+    from .analysis.index import publish as copy_sweep  # pandas, after --help has answered
+    from .analysis.index import write_index
+    from .analysis.report import write_report
+
     try:
         dest = copy_sweep(args.sweep, args.to, args.folder)
         write_report([dest], dest, pdf=False)

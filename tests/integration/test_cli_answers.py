@@ -50,6 +50,27 @@ def test_version_names_nvfp4_lab_torch_lightning_and_hydra(args):
         assert f"{package} {importlib.metadata.version(package)}" in line, line
 
 
+@pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "--help"],
+                                  ["run", "model.d_modle=64"], ["run", "train.max_steps=-3"],
+                                  ["plot", "--help"], ["publish", "--help"],
+                                  ["compare", "--help"], ["info", "--help"]])
+def test_help_version_and_refusals_load_no_torch_lightning_or_pandas(args):
+    """What answers in under a second (benchmarks/bench_cli.py) imports none of them."""
+    code = ("import sys\n"
+            "from nvfp4_lab.cli import main\n"
+            "try:\n"
+            f"    rc = main({args!r})\n"
+            "except SystemExit as exit:\n"
+            "    rc = exit.code\n"
+            "print(rc, sorted(m for m in ('torch', 'lightning', 'pandas', 'matplotlib')\n"
+            "                 if m in sys.modules), file=sys.stderr)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       timeout=120)
+    rc, loaded = r.stderr.splitlines()[-1].split(" ", 1)
+    assert rc == ("2" if "=" in args[-1] else "0"), r.stderr
+    assert loaded == "[]", r.stderr
+
+
 def test_multirun_flag_may_stand_anywhere_among_the_overrides(tmp_path):
     r = call("run", "quant=bf16", "-m", "seed=0,1", "--dry-run", cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr

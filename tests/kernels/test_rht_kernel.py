@@ -29,7 +29,7 @@ import nvfp4_kernels
 from nvfp4_kernels import fp4
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts, quantize
 from nvfp4_lab.formats.hadamard import sign_vector
-from nvfp4_lab.formats.quantize import runtime_inputs
+from nvfp4_lab.formats.quantizer import runtime_inputs
 from nvfp4_lab.formats.spec import RHTSpec
 
 pytestmark = interpreter_warnings

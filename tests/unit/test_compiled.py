@@ -21,7 +21,7 @@ from torch._dynamo.utils import counters
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
 
-quantize_module = importlib.import_module("nvfp4_lab.formats.quantize")
+quantize_module = importlib.import_module("nvfp4_lab.formats.quantizer")
 
 pytestmark = pytest.mark.slow
 

@@ -19,7 +19,7 @@ from test_compiled import SPECS, SR_SPEC, adversarial, assert_bitwise
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts, packaged
 from nvfp4_lab.formats.packaged import PackagedQuantizer, multiple
 
-quantize_module = importlib.import_module("nvfp4_lab.formats.quantize")
+quantize_module = importlib.import_module("nvfp4_lab.formats.quantizer")
 pytestmark = pytest.mark.slow
 
 WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either axis)

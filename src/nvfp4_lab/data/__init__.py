@@ -4,7 +4,7 @@
     corpus.py      sources -> named documents; the train/val split by whole documents
     tokenizer.py   raw bytes, or byte-level BPE trained on the train split
     shards.py      token shards with a self-describing header
-    prepare.py     documents -> train.bin / val.bin / tokenizer.json / meta.json, once
+    prepared.py    documents -> train.bin / val.bin / tokenizer.json / meta.json, once
     datamodule.py  LMDataModule: batches as a pure function of (seed, index, rank)
 
 Typical use::
@@ -13,16 +13,15 @@ Typical use::
     path = prepare(cfg)                       # outputs/data/shakespeare/bpe4096
     dm = LMDataModule(cfg, seq_len=256, batch_size=32, seed=0, val_batches=20)
 """
-from .config import DataConfig
-from .corpus import DataUnavailable, load_documents, split_documents
-from .datamodule import LMDataModule
-from .prepare import PreparedData, load_prepared, prepare, prepared_dir
-from .shards import ShardError, read_header, read_shard, write_shard
-from .tokenizer import BPETokenizer, ByteTokenizer, Tokenizer, load_tokenizer, make_tokenizer
+from ..lazy import by_module, exports
 
-__all__ = [
-    "BPETokenizer", "ByteTokenizer", "DataConfig", "DataUnavailable", "LMDataModule",
-    "PreparedData", "ShardError", "Tokenizer", "load_documents", "load_prepared",
-    "load_tokenizer", "make_tokenizer", "prepare", "prepared_dir", "read_header",
-    "read_shard", "split_documents", "write_shard",
-]
+_NAMES = by_module({
+    "config": "DataConfig",
+    "corpus": "DataUnavailable load_documents split_documents",
+    "datamodule": "LMDataModule",
+    "prepared": "PreparedData load_prepared prepare prepared_dir",
+    "shards": "ShardError read_header read_shard write_shard",
+    "tokenizer": "BPETokenizer ByteTokenizer Tokenizer load_tokenizer make_tokenizer",
+})
+__getattr__, __dir__ = exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

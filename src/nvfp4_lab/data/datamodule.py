@@ -35,7 +35,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from .config import DataConfig
-from .prepare import PreparedData, load_prepared, prepare, prepared_dir
+from .prepared import PreparedData, load_prepared, prepare, prepared_dir
 
 
 def batch_seed(seed: int, index: int, rank: int) -> int:
@@ -97,7 +97,7 @@ def val_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
 
 
 class LMDataModule(L.LightningDataModule):
-    """Token windows from a prepared folder (prepare.py) for next-token prediction."""
+    """Token windows from a prepared folder (prepared.py) for next-token prediction."""
 
     def __init__(self, cfg: DataConfig, *, seq_len: int, batch_size: int, seed: int,
                  val_batches: int):

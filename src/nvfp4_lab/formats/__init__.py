@@ -25,9 +25,10 @@ Modules, one concept each:
     fp8       FP8 E4M3/E5M2, per tensor or per block (the paper's FP8 baseline)
     hadamard  random Hadamard transforms with seeded sign policies
     rng       counter-based random bits shared with the Triton kernels
-    spec      QuantSpec / RHTSpec / Stream: what to quantize how, validated
+    spec      QuantSpec / RHTSpec / Stream / Layout: what to quantize how, validated;
+              the closed sets, torch-free
     qtensor   the storage form and its decoder
-    quantize  quantize() and fake_quantize(), eager and compiled
+    quantizer quantize() and fake_quantize(), eager and compiled
     packaged  the compiled quantizers as AOTInductor packages, built once per machine
 
 What is done differently from the references, and why:
@@ -41,15 +42,14 @@ What is done differently from the references, and why:
   so it is reproducible across backends, machines and resumes; both the 8-bit hardware
   semantics and an unbiased mode are offered.
 """
-from .blocks import Layout
-from .e2m1 import FP4_MAX, GRID
-from .hadamard import SIGN_POLICIES, hadamard_matrix, rht, sign_vector
-from .qtensor import QTensor
-from .quantize import fake_quantize, fake_quantize_parts, make_spec, quantize
-from .spec import FORMATS, QuantSpec, RHTSpec, Stream
+from ..lazy import by_module, exports
 
-__all__ = [
-    "FORMATS", "FP4_MAX", "GRID", "Layout", "QTensor", "QuantSpec", "RHTSpec", "SIGN_POLICIES",
-    "Stream", "fake_quantize", "fake_quantize_parts", "hadamard_matrix", "make_spec", "quantize",
-    "rht", "sign_vector",
-]
+_NAMES = by_module({
+    "e2m1": "FP4_MAX GRID",
+    "hadamard": "hadamard_matrix rht sign_vector",
+    "qtensor": "QTensor",
+    "quantizer": "fake_quantize fake_quantize_parts make_spec quantize",
+    "spec": "FORMATS SIGN_POLICIES Layout QuantSpec RHTSpec Stream",
+})
+__getattr__, __dir__ = exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

@@ -26,45 +26,10 @@ axis moved last, scales ``[..., L_pad/b]``; 2D ``[..., R_pad, C_pad]``, scales
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
-
-@dataclass(frozen=True)
-class Layout:
-    """Where the scales go. kind: "1d" | "2d" | "tensor"; axis is used by "1d" only."""
-
-    kind: str
-    size: int = 0
-    axis: int = -1
-
-    def __post_init__(self):
-        if self.kind not in ("1d", "2d", "tensor"):
-            raise ValueError(f"block layout kind must be 1d, 2d or tensor, got {self.kind!r}")
-        if self.kind != "tensor" and self.size < 1:
-            raise ValueError(f"block size must be positive, got {self.size}")
-
-    @staticmethod
-    def from_block(block: tuple[int, int] | int | None, axis: int = -1) -> Layout:
-        """(1, b) -> 1D along axis; (b, 1) -> 1D along dim -2; (b, b) -> 2D tile; None -> tensor."""
-        if block is None:
-            return Layout("tensor")
-        if isinstance(block, int):
-            return Layout("1d", block, axis)
-        r, c = block
-        if r == 1:
-            return Layout("1d", c, axis)
-        if c == 1:
-            return Layout("1d", r, -2)
-        if r == c:
-            return Layout("2d", r)
-        raise ValueError(f"block must be (1, b), (b, 1) or (b, b), got {block}")
-
-    @property
-    def block(self) -> tuple[int, int] | None:
-        return {"1d": (1, self.size), "2d": (self.size, self.size), "tensor": None}[self.kind]
+from .spec import Layout
 
 
 def _round_up(n: int, m: int) -> int:

@@ -43,9 +43,6 @@ from .blocks import ordered_sum
 from .nvfp4 import tensor_amax
 from .scales import E4M3_MAX, FLT_MAX, rdiv, to_e4m3
 
-ERRORS = ("mae", "mse")
-LIMITS = (448, 256)   # the global E4M3 limit L: TE's 448, or 256 (TE's 4/6 default)
-
 
 def candidate(xb: torch.Tensor, s_b: torch.Tensor, s_dec: torch.Tensor):
     """One candidate scale applied: (q: fp32 signed E2M1 values shaped like xb, enc_b)."""

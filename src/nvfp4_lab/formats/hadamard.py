@@ -39,15 +39,10 @@ import math
 import torch
 
 from .rng import fmix32_int, stream_key
+from .spec import SIGN_POLICIES, check_size
 
-SIGN_POLICIES = ("none", "fixed", "per_layer", "per_step", "per_call")
 # TE's hard-coded Wgrad sign vector for d = 16 (bit i set where s_i = -1): 0xD7E8
 TE_SIGN_MASK_16 = 0xD7E8
-
-
-def check_size(d: int) -> None:
-    if d < 2 or d > 256 or d & (d - 1):
-        raise ValueError(f"Hadamard size must be a power of two in 2..256, got {d}")
 
 
 def check_divides(size: int, n: int, axis: int) -> None:

@@ -48,8 +48,8 @@ import torch
 
 from . import e2m1
 from .scales import E4M3_MAX, FLT_MAX, rdiv, to_e4m3
+from .spec import ORDERS
 
-ORDERS = ("te", "te_v2_8", "torchao")
 _INV6 = float(torch.tensor(1.0 / 6.0, dtype=torch.float32))  # fp32(1/6) = 0.16666667163...
 _E4M3_MIN_NORMAL = 2.0 ** -6
 _RANGE = E4M3_MAX * e2m1.FP4_MAX  # 2688

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import torch
 
+from .spec import E8M0_MODES
+
 E4M3_MAX = 448.0
 E5M2_MAX = 57344.0
 FLT_MAX = 3.4028234663852886e38
-E8M0_MODES = ("ceil", "floor", "even")
 _FP4_EMAX = 2
 
 

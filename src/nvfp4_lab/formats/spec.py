@@ -5,19 +5,13 @@ scale rules. It is frozen and hashable, so the compiled path caches one graph pe
 changes every call (the SR seed, the layer/step/GEMM/operand ids that pick the random bits and
 RHT signs) is a ``Stream``, passed as runtime tensors so no step triggers a recompile.
 
-Every bad value fails here, naming the field and the allowed values.
+Every bad value fails here, naming the field and the allowed values. The module is plain
+Python, as are the closed sets below that the arithmetic modules validate against, so a config
+is checked without importing torch (lazy.py).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import torch
-
-from .blocks import Layout
-from .four_over_six import ERRORS, LIMITS
-from .hadamard import SIGN_POLICIES, check_size
-from .nvfp4 import ORDERS
-from .scales import E8M0_MODES
 
 FORMATS = ("nvfp4", "mxfp4", "fp8_e4m3", "fp8_e5m2", "bf16")
 FP4_FORMATS = ("nvfp4", "mxfp4")
@@ -26,6 +20,52 @@ DEFAULT_BLOCK = {"nvfp4": (1, 16), "mxfp4": (1, 32), "fp8_e4m3": None, "fp8_e5m2
 ROUNDINGS = ("rne", "sr", "ms_eden")
 AMAX_SCOPES = ("tensor", "row")
 SR_MODES = ("hw8", "exact")
+SIGN_POLICIES = ("none", "fixed", "per_layer", "per_step", "per_call")   # hadamard.py
+ORDERS = ("te", "te_v2_8", "torchao")          # NVFP4 scale arithmetic, nvfp4.py
+E8M0_MODES = ("ceil", "floor", "even")          # MXFP4 scale rounding, scales.py
+ERRORS = ("mae", "mse")                         # 4/6 scale selection, four_over_six.py
+LIMITS = (448, 256)   # the global E4M3 limit L: TE's 448, or 256 (TE's 4/6 default)
+
+
+def check_size(d: int) -> None:
+    """A Hadamard size: a power of two in 2..256."""
+    if d < 2 or d > 256 or d & (d - 1):
+        raise ValueError(f"Hadamard size must be a power of two in 2..256, got {d}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the scales go. kind: "1d" | "2d" | "tensor"; axis is used by "1d" only."""
+
+    kind: str
+    size: int = 0
+    axis: int = -1
+
+    def __post_init__(self):
+        if self.kind not in ("1d", "2d", "tensor"):
+            raise ValueError(f"block layout kind must be 1d, 2d or tensor, got {self.kind!r}")
+        if self.kind != "tensor" and self.size < 1:
+            raise ValueError(f"block size must be positive, got {self.size}")
+
+    @staticmethod
+    def from_block(block: tuple[int, int] | int | None, axis: int = -1) -> Layout:
+        """(1, b) -> 1D along axis; (b, 1) -> 1D along dim -2; (b, b) -> 2D tile; None -> tensor."""
+        if block is None:
+            return Layout("tensor")
+        if isinstance(block, int):
+            return Layout("1d", block, axis)
+        r, c = block
+        if r == 1:
+            return Layout("1d", c, axis)
+        if c == 1:
+            return Layout("1d", r, -2)
+        if r == c:
+            return Layout("2d", r)
+        raise ValueError(f"block must be (1, b), (b, 1) or (b, b), got {block}")
+
+    @property
+    def block(self) -> tuple[int, int] | None:
+        return {"1d": (1, self.size), "2d": (self.size, self.size), "tensor": None}[self.kind]
 
 
 def _choice(name: str, value, allowed) -> None:
@@ -197,9 +237,3 @@ class QuantSpec:
         fp32's exponent range. FP8 locals carry fp32 scales."""
         return self.fmt in FP4_FORMATS
 
-
-def check_local_dtype(spec: QuantSpec, local_dtype: torch.dtype) -> None:
-    """A ``local`` is computed in fp32 and may be returned in bf16 only where that is exact."""
-    if local_dtype != torch.float32 and (local_dtype != torch.bfloat16 or not spec.bf16_exact):
-        raise ValueError(f"local_dtype={local_dtype} is not exact for {spec.fmt}: use "
-                         "torch.float32 (bfloat16 only for nvfp4 and mxfp4)")

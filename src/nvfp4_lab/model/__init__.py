@@ -7,17 +7,15 @@
 both share ``LanguageModel`` and ``lm_loss`` (``lm.py``). ``MODEL_PRESETS`` (``presets.py``)
 names the sizes, ``nano`` to ``paper_1b2`` and ``hybrid_nano`` to ``nemotron_h_12b``.
 """
-from .config import ModelConfig
-from .hybrid import Hybrid
-from .lm import LanguageModel, lm_loss
-from .presets import MODEL_PRESETS, model_preset
-from .transformer import Transformer
+from ..lazy import by_module, exports
 
-
-def build_model(cfg: ModelConfig) -> LanguageModel:
-    """The model ``cfg`` describes: a ``Hybrid`` if it has a pattern, else a ``Transformer``."""
-    return Hybrid(cfg) if cfg.pattern else Transformer(cfg)
-
-
-__all__ = ["MODEL_PRESETS", "Hybrid", "LanguageModel", "ModelConfig", "Transformer",
-           "build_model", "lm_loss", "model_preset"]
+_NAMES = by_module({
+    "config": "ModelConfig",
+    "hybrid": "Hybrid",
+    "lm": "LanguageModel lm_loss",
+    "presets": "MODEL_PRESETS model_preset",
+    "transformer": "Transformer",
+    "build": "build_model",
+})
+__getattr__, __dir__ = exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

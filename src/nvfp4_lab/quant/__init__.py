@@ -47,27 +47,16 @@ What is done differently from the paper and Transformer Engine, and why:
 * The random bits of SR and the RHT signs are keyed by (seed, layer, step, micro-batch,
   GEMM, operand) instead of a global generator, so runs are reproducible and resumable.
 """
-from .backends import Backend, BackendError, make_backend, resolve, self_test
-from .convert import Report, convert, find_blocks, layer_stats, quant_layers, quant_state
-from .linear import QuantLinear, QuantState
-from .plan import Operand, operand_plan, switched_plan
-from .presets import PRESETS, preset
-from .recipe import (
-    GROUPS,
-    OPERANDS,
-    FourOverSix,
-    HighPrecision,
-    Recipe,
-    RHTConfig,
-    Switch,
-    from_dict,
-    to_dict,
-)
+from ..lazy import by_module, exports
 
-__all__ = [
-    "GROUPS", "OPERANDS", "PRESETS", "Backend", "BackendError", "FourOverSix", "HighPrecision",
-    "Operand",
-    "QuantLinear", "QuantState", "RHTConfig", "Recipe", "Report", "Switch", "convert",
-    "find_blocks", "from_dict", "layer_stats", "make_backend", "operand_plan", "preset",
-    "quant_layers", "quant_state", "resolve", "self_test", "switched_plan", "to_dict",
-]
+_NAMES = by_module({
+    "backends": "Backend BackendError make_backend resolve self_test",
+    "converter": "Report convert find_blocks layer_stats quant_layers quant_state",
+    "linear": "QuantLinear QuantState",
+    "plan": "Operand operand_plan switched_plan",
+    "presets": "PRESETS preset",
+    "recipe": "GROUPS OPERANDS FourOverSix HighPrecision Recipe RHTConfig Switch from_dict "
+              "to_dict",
+})
+__getattr__, __dir__ = exports(__name__, _NAMES)
+__all__ = sorted(_NAMES)

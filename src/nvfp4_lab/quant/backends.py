@@ -33,7 +33,7 @@ import torch
 from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
 from ..formats.nvfp4 import gemm_alpha
-from ..formats.spec import check_local_dtype
+from ..formats.quantizer import check_local_dtype
 
 
 class BackendError(RuntimeError):

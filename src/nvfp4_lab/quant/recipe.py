@@ -29,10 +29,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
-from ..formats import RHTSpec
-from ..formats.four_over_six import ERRORS, LIMITS
-from ..formats.hadamard import SIGN_POLICIES, check_size
-from ..formats.spec import SR_MODES, _choice
+from ..formats.spec import ERRORS, LIMITS, SIGN_POLICIES, SR_MODES, RHTSpec, _choice, check_size
 
 OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
 GROUPS = {

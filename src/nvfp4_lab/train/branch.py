@@ -23,10 +23,8 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from . import rundir
 from .schema import Refused, apply_arm, recipe_of
 
 
@@ -42,8 +40,12 @@ class Branch:
     def checkpoint(self) -> Path:
         return checkpoint_path(self.parent, self.step)
 
-    def prefix(self) -> pd.DataFrame:
-        """The parent's metrics of steps up to the branch: the branch's own first rows."""
+    def prefix(self):
+        """The parent's metrics of steps up to the branch (a DataFrame): the branch's own
+        first rows. pandas and ``rundir`` (torch) load here and in ``find``, not with the
+        module: the command-line check imports it for ``branch_step`` alone."""
+        import pandas as pd
+
         df = pd.read_csv(self.parent / "metrics.csv")
         return df[df["step"] <= self.step]
 
@@ -92,6 +94,8 @@ def save_steps(raw: DictConfig, max_steps: int) -> list[int]:
 def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
          ) -> Branch | None:
     """The parent run that ``cfg`` (``raw`` with its arm applied) continues, or None."""
+    from . import rundir
+
     step = branch_step(cfg, max_steps)
     if step is None:
         return None

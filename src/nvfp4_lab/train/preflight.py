@@ -9,9 +9,11 @@ raises inside the task, after Hydra has created the run directory, and prints a 
 configs the task will build (``train/schema.py``), so the command can stop with one line
 before anything exists on disk. A sweep is checked one value at a time: every value of every
 swept key, with the other keys at their first value (at most ``MAX_VALUES`` per key; seeds and
-the like need no more), and every arm of an ablation. The model is built on the meta device
-and converted, so that a width the recipe's blocks or RHT size do not divide (Quartet II's
-128-point RHT on a 96-wide model) is a one-line error here, not a failed run.
+the like need no more), and every arm of an ablation. All of that runs without torch or
+Lightning (lazy.py), so a typo or a bad value answers in well under a second. Only then is
+each job's model built on the meta device and converted (torch), so that a width the recipe's
+blocks or RHT size do not divide (Quartet II's 128-point RHT on a 96-wide model) is a
+one-line error here, not a failed run.
 ``HYDRA_FULL_ERROR=1`` skips this module and shows Hydra's own report.
 """
 from __future__ import annotations
@@ -20,8 +22,8 @@ import dataclasses
 import difflib
 import re
 import sys
+from dataclasses import dataclass
 
-import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import ConfigCompositionException, OverrideParseException
@@ -30,14 +32,25 @@ from omegaconf.errors import OmegaConfBaseException
 
 from ..configs import conf_dir
 from ..data import DataConfig
-from ..model import ModelConfig, build_model
-from ..quant import Backend, convert
+from ..model import ModelConfig
+from ..quant import Recipe
 from . import branch
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
 _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
+
+
+@dataclass(frozen=True)
+class Job:
+    """One arm of one trial, as the task will build it."""
+
+    arm: str | None
+    model: ModelConfig
+    data: DataConfig
+    train: TrainConfig
+    recipe: Recipe
 
 
 def check(argv: list[str]) -> str | None:
@@ -51,9 +64,12 @@ def check(argv: list[str]) -> str | None:
     except OverrideParseException as err:
         return _first_line(err)
     register()
-    warned: set[str] = set()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        problems = [_problem(trial, warned, multirun) for trial in _trials(parsed)]
+        trials = [_jobs(trial, multirun) for trial in _trials(parsed)]
+    problems = [t for t in trials if isinstance(t, str)]
+    if not problems:          # every config is valid: now the models, with torch
+        warned: set[str] = set()
+        problems = [_fit_problem(jobs, warned) for jobs in trials]
     return "; ".join(dict.fromkeys(p for p in problems if p)) or None
 
 
@@ -73,34 +89,48 @@ def _trials(parsed) -> list[list[str]]:
     return trials
 
 
-def _problem(trial: list[str], warned: set[str], multirun: bool) -> str | None:
+def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
+    """The jobs of one trial (one per arm of an ablation), or the one line refusing it."""
     try:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
         return _explain(err, trial)
     multirun = multirun or str(cfg.hydra.mode) in ("MULTIRUN", "RunMode.MULTIRUN")
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
-    trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
+    jobs = []
     for arm in arms:
         try:
             trial_cfg = cfg.copy()
             with open_dict(trial_cfg):
                 trial_cfg.arm = arm
             trial_cfg = apply_arm(trial_cfg)
-            recipe = recipe_of(trial_cfg.quant)
-            model = plain(trial_cfg.model, ModelConfig)
-            data = plain(trial_cfg.data, DataConfig)
-            train = plain(trial_cfg.train, TrainConfig)
+            job = Job(arm, plain(trial_cfg.model, ModelConfig), plain(trial_cfg.data, DataConfig),
+                      plain(trial_cfg.train, TrainConfig), recipe_of(trial_cfg.quant))
             plain(trial_cfg.trainer, TrainerConfig).check_launch(multirun)
-            branch.branch_step(trial_cfg, train.run_length(train.batch_size * train.seq_len))
-            quantized = check_fit(model, data, recipe)
+            branch.branch_step(trial_cfg, job.train.run_length(job.train.batch_size *
+                                                               job.train.seq_len))
         except (ValueError, TypeError, OmegaConfBaseException) as err:
-            return (f"arm {arm}: " if arm is not None and len(arms) > 1 else "") + \
-                _first_line(err)
-        if len(arms) > 1:
-            _warn_if_repeated(arm, (model, data, train, _effective(recipe, quantized)),
-                              trains, warned)
+            return _arm_prefix(arm, arms) + _first_line(err)
+        jobs.append(job)
+    return jobs
+
+
+def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:
+    """The first job whose recipe cannot quantize its model; warns of arms that repeat."""
+    trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
+    for job in jobs:
+        try:
+            quantized = check_fit(job.model, job.data, job.recipe)
+        except (ValueError, TypeError) as err:
+            return _arm_prefix(job.arm, jobs) + _first_line(err)
+        if len(jobs) > 1:
+            _warn_if_repeated(job.arm, (job.model, job.data, job.train,
+                                        _effective(job.recipe, quantized)), trains, warned)
     return None
+
+
+def _arm_prefix(arm: str | None, arms: list) -> str:
+    return f"arm {arm}: " if arm is not None and len(arms) > 1 else ""
 
 
 def _effective(recipe, quantized: list[str]) -> tuple:
@@ -127,7 +157,13 @@ def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set
 def check_fit(model: ModelConfig, data: DataConfig, recipe) -> list[str]:
     """The names of the linear layers the recipe quantizes; ValueError when it cannot quantize
     them (a width that its blocks or RHT size do not divide): the model is built on the meta
-    device (no memory, no time) and converted with the reference backend (nothing compiled)."""
+    device (no memory, no time) and converted with the reference backend (nothing compiled).
+    The one place the check imports torch, and only once every config is valid."""
+    import torch
+
+    from ..model import build_model
+    from ..quant import Backend, convert
+
     if model.vocab_size == 0:   # as the data module will set it; no linear layer depends on it
         model = dataclasses.replace(model, vocab_size=256 if data.tokenizer == "bytes"
                                     else data.vocab_size)

@@ -32,7 +32,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 from ..data import DataConfig
-from ..formats.four_over_six import ERRORS
+from ..formats.spec import E8M0_MODES, ERRORS, SIGN_POLICIES, SR_MODES
 from ..model import ModelConfig
 from ..quant import from_dict, preset, to_dict
 from ..quant.recipe import (
@@ -64,10 +64,10 @@ TensorBlocks = choices("TensorBlocks", TENSOR_BLOCKS)
 Gemm = choices("Gemm", GEMMS)
 Operand = choices("Operand", (*OPERANDS, *GROUPS))
 Passes = choices("Passes", PASSES)
-Signs = choices("Signs", ("none", "fixed", "per_layer", "per_step", "per_call"))
-SRMode = choices("SRMode", ("hw8", "exact"))
+Signs = choices("Signs", SIGN_POLICIES)
+SRMode = choices("SRMode", SR_MODES)
 FourOverSixError = choices("FourOverSixError", ERRORS)
-MXScale = choices("MXScale", ("ceil", "floor", "even"))
+MXScale = choices("MXScale", E8M0_MODES)
 Schedule = choices("Schedule", ("wsd", "cosine"))
 Resume = choices("Resume", ("auto", "never"))
 Progress = choices("Progress", ("auto", "rich", "plain", "none"))

@@ -24,6 +24,7 @@ from omegaconf import DictConfig, open_dict
 from ..analysis.report import write_report
 from .preview import expand
 from .schema import apply_arm, recipe_of
+from .threads import CORES, CORES_ENV
 
 SWEEP_JOBS = "NVFP4_LAB_SWEEP_JOBS"
 
@@ -53,6 +54,7 @@ class SweepSummary(Callback):
             recipe_of(apply_arm(trial).quant)
         jobs = expand(config.hydra.sweeper.get("params") or {}, config.hydra.overrides.task)
         os.environ[SWEEP_JOBS] = str(len(jobs))
+        os.environ.setdefault(CORES_ENV, str(CORES))   # the cores the workers divide
 
     def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)

@@ -10,18 +10,21 @@ processes of a CPU DDP run divide them. A positive ``trainer.threads`` is used a
 choice is printed with its reason, and a warning says when other processes are running right
 now (``/proc/loadavg``'s runnable count, less this command's own jobs) on the cores this run is
 about to use. The core count is the launching process's torch default (``NVFP4_LAB_CORES``,
-set by the CLI): a sweep's worker processes may start with their thread pools already capped.
+set by the sweep callback before any job starts): a sweep's worker processes may start with
+their thread pools already capped.
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 # torch's default in the launching process (workers inherit it), read before anything here
 # changes it
-CORES = int(os.environ.get("NVFP4_LAB_CORES") or torch.get_num_threads())
+CORES_ENV = "NVFP4_LAB_CORES"
+CORES = int(os.environ.get(CORES_ENV) or torch.get_num_threads())
 
 
 @dataclass(frozen=True)
@@ -63,7 +66,7 @@ def running_others(parallel: int) -> float:
     """Processes running now besides this one and its ``parallel - 1`` siblings: Linux's
     instantaneous runnable count, else the 1-minute load average (which lags)."""
     try:
-        runnable = float(open("/proc/loadavg").read().split()[3].split("/")[0]) - 1
+        runnable = float(Path("/proc/loadavg").read_text().split()[3].split("/")[0]) - 1
     except (OSError, IndexError, ValueError):
         runnable = os.getloadavg()[0] if hasattr(os, "getloadavg") else 0.0
     return max(0.0, runnable - (parallel - 1))

@@ -13,7 +13,7 @@ from nvfp4_lab.data.corpus import pydoc_documents, textdir_documents
 from nvfp4_lab.data.shards import read_header
 
 # the package exports the function prepare(), which shadows the module of the same name
-prepare_mod = importlib.import_module("nvfp4_lab.data.prepare")
+prepare_mod = importlib.import_module("nvfp4_lab.data.prepared")
 SEPARATOR = {"bytes": "\0", "bpe": "<|endoftext|>"}
 
 

@@ -246,3 +246,10 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     else:
         local, amax, _ = _compiled(spec, parts=True)(x, key, signs)
     return local, amax
+
+
+def check_local_dtype(spec: QuantSpec, local_dtype: torch.dtype) -> None:
+    """A ``local`` is computed in fp32 and may be returned in bf16 only where that is exact."""
+    if local_dtype != torch.float32 and (local_dtype != torch.bfloat16 or not spec.bf16_exact):
+        raise ValueError(f"local_dtype={local_dtype} is not exact for {spec.fmt}: use "
+                         "torch.float32 (bfloat16 only for nvfp4 and mxfp4)")

@@ -232,7 +232,7 @@ def load_prepared(path: str | Path) -> PreparedData:
                 raise ShardError(f"{path / f'{split}.bin'} holds no tokens")
             arrays[split] = read_shard(path / f"{split}.bin")
     except KeyError as e:
-        raise ShardError(f"{meta_path} lacks the key {e}; see nvfp4_lab.data.prepare for "
+        raise ShardError(f"{meta_path} lacks the key {e}; see nvfp4_lab.data.prepared for "
                          "the required fields") from e
     val = meta["splits"]["val"]
     bpt = val["bytes"] / val["tokens"] if "bytes" in val else None
