@@ -23,12 +23,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import platform
 import subprocess
 from pathlib import Path
 
 import pandas as pd
-import torch
 from omegaconf import DictConfig, OmegaConf
 
 from ..analysis.collect import read_metrics
@@ -101,26 +99,6 @@ def check_can_start(run: Path, chash: str, resume: str) -> str:
     if old is not None and old.get("status") == "done":
         return "done"
     return "resume" if ckpt.exists() else "new"
-
-
-def cpu_description() -> str:
-    """``x86_64 AVX512, <processor name>, 2 threads``: what decides the order of a CPU run's
-    float sums. Two runs are bit-equal only where torch's kernel capability (AVX512, AVX2, ...)
-    matches (README, What is reproducible), and two processors of one capability can still
-    differ, so the name is recorded too (``/proc/cpuinfo``'s model name, else
-    ``platform.processor()``)."""
-    return (f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}, "
-            f"{_processor_name()}, {torch.get_num_threads()} threads")
-
-
-def _processor_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def git_sha() -> str | None:

@@ -30,6 +30,7 @@ from ..model import ModelConfig
 from ..quant import cost
 from . import branch, rundir, threads
 from .backend_probe import BackendProbe
+from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
@@ -64,6 +65,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     base = {"status": "running", "quant": recipe.name, "arm": cfg.arm, "seed": cfg.seed,
             "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
             "config_hash": chash, "git_sha": rundir.git_sha(), "device": _device_name(tr),
+            "machine_class": str(Machine.here().cls), "versions": versions(),
             "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
             **({"branched_from": fork.record()} if fork else {})}
     if rank0:
@@ -160,7 +162,7 @@ def _last(df, col):
 def _device_name(tr: TrainerConfig) -> str:
     if tr.accelerator in ("gpu", "cuda", "auto") and torch.cuda.is_available():
         return torch.cuda.get_device_name()
-    return f"cpu ({rundir.cpu_description()})"
+    return f"cpu ({Machine.here().describe()})"
 
 
 class SaveForBranches(Callback):
