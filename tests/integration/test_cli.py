@@ -185,6 +185,8 @@ def background(work):
         "typo": [*work.train_args("typo"), "model.d_modle=64"],
         "negative_steps": [*work.train_args("negative_steps"), "train.max_steps=-3"],
         "help": None,
+        # a rich bar on the terminal: its cli.log still gets the plain progress lines
+        "rich_log": work.train_args("rich_log", "train.max_steps=8", "trainer.progress=rich"),
     }
 
     def job(name, args):
@@ -294,6 +296,26 @@ def test_plain_progress_shows_the_newest_validation(ref, background):
         assert shown_at[step][1] == newest, (step, shown_at[step])     # "@4" unless new
     lines = re.findall(r"^step \d+/\d+ .*$", out.out, re.M)
     assert all(re.search(r"  eta \d+(s|m\d\ds)$", line) for line in lines), lines  # no sweep
+
+
+def logged(run: Path) -> list[str]:
+    """The messages of a run's cli.log, without their time and logger."""
+    return [re.sub(r"^\[[^]]*\]\[[^]]*\] ", "", line)
+            for line in (run / "cli.log").read_text().splitlines()]
+
+
+def test_the_run_log_holds_what_the_terminal_showed(ref, background, work):
+    """Every line the terminal showed is in the run's cli.log, in order; with a rich bar on the
+    terminal instead, cli.log still holds one plain line per logged interval."""
+    shown = finished(background, "ref").out.splitlines()
+    log = logged(ref)
+    assert [line for line in log if line in shown] == shown, (shown, log)
+    assert sum(line.startswith("step ") for line in shown) == STEPS // 1   # log_every=1
+    rich = finished(background, "rich_log")
+    assert rich.rc == 0, rich
+    lines = [line for line in logged(work.run_dir("rich_log")) if line.startswith("step ")]
+    assert [line.split()[1] for line in lines] == [f"{s}/8" for s in range(1, 9)], lines
+    assert not re.search(r"^step \d+/8  train_loss", rich.out, re.M)    # the bar, not lines
 
 
 def test_sweep_progress_lines_say_which_job_and_the_time_left(background):

@@ -23,6 +23,7 @@ import time
 import lightning as L
 
 from ..quant import cost, resolve
+from .console import say
 
 WARM, PROBE = 2, 8
 
@@ -66,4 +67,4 @@ class BackendProbe(L.Callback):
                 timed += f": switched to {backend.name} at step {step}"
         task.backend_reason += f"; {timed}"
         if trainer.is_global_zero:
-            print(f"backend auto: {timed}", flush=True)
+            say(f"backend auto: {timed}")

@@ -31,6 +31,7 @@ from torch import nn
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
 from ..quant.linear import QuantLinear, QuantState
+from .console import say
 from .schema import TrainConfig
 
 
@@ -123,7 +124,7 @@ class LMTask(L.LightningModule):
                     choice = cost.choose(self.cost_key, self.max_steps)
                     name, self.backend_reason = choice.backend, choice.reason
                     self.probe_backend = choice.probe
-                    print(f"backend auto: {name} ({choice.reason})", flush=True)
+                    say(f"backend auto: {name} ({choice.reason})")
             if not specs:
                 self.backend_reason = "nothing quantized: the backend computes nothing"
             # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
@@ -139,7 +140,7 @@ class LMTask(L.LightningModule):
         self.report = convert(model, self.recipe, state=self.qstate, backend=self.backend)
         self.model = model
         if self.global_rank == 0:  # "10/15 linear layers quantized, ...; by block kind: ..."
-            print(self.report.summary(), flush=True)
+            say(self.report.summary())
 
     def use_backend(self, backend) -> None:
         """Quantize with ``backend`` from the next GEMM on (``BackendProbe``: the same bits)."""

@@ -25,6 +25,8 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
+from .console import say
+
 
 @dataclass(frozen=True)
 class SweepPosition:
@@ -86,7 +88,8 @@ def duration(seconds: float) -> str:
 
 
 class Speedometer(Callback):
-    """Log ``tokens_per_second`` every ``every`` steps; print a line if ``echo``.
+    """Log ``tokens_per_second`` every ``every`` steps and a plain line to the run's cli.log,
+    also on the terminal if ``echo`` (train/console.py).
 
     Lightning validates after the training batch of a step, so at a step that is also a
     validation step (``val_every``) the line waits for that validation and shows its loss,
@@ -115,7 +118,7 @@ class Speedometer(Callback):
         rate = (step - self._step0) * self.tokens_per_step / max(now - self._t0, 1e-9)
         self._t0, self._step0 = now, step
         pl_module.log("tokens_per_second", rate, on_step=True, on_epoch=False)
-        if self.echo and trainer.is_global_zero:
+        if trainer.is_global_zero:
             line = (step, trainer.max_steps, float(trainer.callback_metrics["train_loss"]), rate,
                     self.countdown.text(step, trainer.max_steps))
             if self.val_every and step % self.val_every == 0:
@@ -141,8 +144,8 @@ class Speedometer(Callback):
         if self._val is not None:
             at, value = self._val
             val = f"  val_loss {value:.4f}" + (f" @{at}" if at != step else "")
-        print(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s"
-              + (f"  {eta}" if eta else ""), flush=True)
+        say(f"step {step}/{max_steps}  train_loss {loss:.4f}{val}  {rate:,.0f} tok/s"
+            + (f"  {eta}" if eta else ""), terminal=self.echo)
 
 
 class SweepProgressBar(RichProgressBar):

@@ -30,6 +30,7 @@ from ..model import ModelConfig
 from ..quant import cost
 from . import branch, rundir, threads
 from .backend_probe import BackendProbe
+from .console import say
 from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
@@ -48,7 +49,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     chash = rundir.config_hash(cfg)
     state = rundir.check_can_start(out, chash, cfg.resume)
     if state == "done":
-        print(f"{out}: already finished (summary.json status=done); nothing to do")
+        say(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.read_summary(out)
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
@@ -60,7 +61,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     cpu_procs = tr.world_size() // tr.num_nodes if tr.accelerator == "cpu" else 1
     plan = threads.apply(tr.threads, parallel * cpu_procs)
     if rank0:
-        print(plan, flush=True)
+        say(str(plan))
 
     base = {"status": "running", "quant": recipe.name, "arm": cfg.arm, "seed": cfg.seed,
             "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
@@ -130,8 +131,8 @@ def _finish(out, base, status, error, wall, tokens_per_step, task, fork) -> dict
     if status == "done" and getattr(task, "cost_key", None) is not None:
         _record_timing(task, df, wall, summary["backend"])
     rundir.write_summary(out, summary)
-    print(f"{out}: {status}" + (f" ({error})" if error else "")
-          + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
+    say(f"{out}: {status}" + (f" ({error})" if error else "")
+        + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
     return summary
 
 
