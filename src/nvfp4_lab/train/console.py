@@ -29,3 +29,13 @@ class TerminalFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "terminal", True)
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``6m12s``, ``2h10m``."""
+    s = int(round(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"

@@ -23,7 +23,7 @@ from ..data import DataConfig
 from ..model import ModelConfig
 from ..quant import cost, operand_plan
 from . import branch
-from .progress import duration
+from .console import duration
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
 
 

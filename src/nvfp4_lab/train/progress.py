@@ -25,7 +25,7 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
-from .console import say
+from .console import duration, say
 
 
 @dataclass(frozen=True)
@@ -75,16 +75,6 @@ class Countdown:
         return f"eta {duration(job)}" + (
             f"  (job {p.job + 1}/{p.jobs}, sweep ~{duration(sweep)})" if sweep is not None
             else "")
-
-
-def duration(seconds: float) -> str:
-    """``45s``, ``6m12s``, ``2h10m``."""
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 class Speedometer(Callback):

@@ -147,3 +147,14 @@ def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
     r = rows[(rows["sweep"] == "rht_signs") & (rows["claim"] == "none ~ fixed")].iloc[0]
     assert f"`none ~ fixed` (v1 rht_signs, {r.n} seeds, {r.verdict}): {int(r.seeds_measured)} " \
            "for TOST to pass" in plan
+
+
+def test_the_dry_run_imports_no_lightning(tmp_path):
+    """--dry-run composes, expands and estimates; training code stays unloaded."""
+    code = ("import sys\n"
+            "from nvfp4_lab.train.preview import preview\n"
+            "print(preview(['+ablation=smoke']).splitlines()[0])\n"
+            "print(sorted(m for m in ('lightning',) if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=tmp_path).stdout.splitlines()
+    assert out[0].startswith("4 jobs") and out[-1] == "[]", out

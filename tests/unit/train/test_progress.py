@@ -4,7 +4,8 @@ from __future__ import annotations
 import pytest
 
 from nvfp4_lab.train import progress
-from nvfp4_lab.train.progress import Countdown, SweepPosition, duration
+from nvfp4_lab.train.console import duration
+from nvfp4_lab.train.progress import Countdown, SweepPosition
 
 
 @pytest.fixture
