@@ -49,7 +49,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     chash = rundir.config_hash(cfg)
     state = rundir.check_can_start(out, chash, cfg.resume)
     if state == "done":
-        say(f"{out}: already finished (summary.json status=done); nothing to do")
+        print(f"{out}: already finished (summary.json status=done); nothing to do")  # not in its cli.log
         return rundir.read_summary(out)
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
