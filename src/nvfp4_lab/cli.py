@@ -49,6 +49,11 @@ def run(argv: list[str]) -> int:
     from .train import preflight
     from .train.schema import Refused, register
 
+    if {"--help", "-h"} & set(argv):
+        from .configs import run_help
+
+        print(run_help())
+        return 0
     dry_run = "--dry-run" in argv
     flag = {"-m", "--multirun"}      # Hydra's parser takes it only before the overrides
     argv = [a for a in argv if a in flag] + [a for a in argv if a not in flag | {"--dry-run"}]
@@ -73,27 +78,25 @@ def run(argv: list[str]) -> int:
         from hydra.types import RunMode
 
         from .train.progress import SweepPosition
-        from .train.sweep import SWEEP_JOBS
+        from .train.sweep_plan import SweepPlan
         from .train.task import train
 
         hc = HydraConfig.get()
         multirun = hc.mode == RunMode.MULTIRUN
-        n_jobs = int(hc.launcher.get("n_jobs") or 1) if multirun else 1   # joblib's
-        parallel = n_jobs if n_jobs > 0 else os.cpu_count() or 1
-        position = SweepPosition(int(hc.job.num), int(os.environ.get(SWEEP_JOBS, 0)),
-                                 parallel, Path(hc.sweep.dir)) if multirun else None
+        position = SweepPosition(int(hc.job.num), SweepPlan.load(Path(hc.sweep.dir)),
+                                 Path(hc.sweep.dir)) if multirun else None
         out = Path(hc.runtime.output_dir)
         try:
-            train(cfg, out, multirun=multirun, parallel=parallel, position=position)
+            train(cfg, out, multirun=multirun, position=position)
         except Refused as err:   # a job that cannot start: one line, not Hydra's traceback
             _drop_hydra_log(out)
             raise SystemExit(f"nvfp4-lab: {err}") from None
 
-    app()
-    _close_process_group()
-    from .train.sweep import SweepSummary  # after the jobs: --help never gets here
-
-    return 1 if SweepSummary.failed else 0
+    try:
+        app()          # a sweep with a failed job ends in SystemExit(1) (train/sweep.py)
+    finally:
+        _close_process_group()
+    return 0
 
 
 def _drop_hydra_log(out: Path) -> None:

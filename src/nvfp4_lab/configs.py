@@ -55,3 +55,23 @@ def paper_dir() -> Path:
     """The paper's reported numbers, one YAML per ablation, shipped in the package: data the
     analysis reads, not configs to compose (so ``run --help`` does not offer them)."""
     return PACKAGED.parent / "paper"
+
+
+def config_groups() -> dict[str, list[str]]:
+    """Each config group of the tree (a folder holding ``*.yaml``) and its options, sorted."""
+    root = conf_dir()
+    return {d.name: sorted(p.stem for p in d.glob("*.yaml"))
+            for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.yaml"))}
+
+
+def run_help() -> str:
+    """``run --help``: the help template of ``config.yaml`` (``hydra.help``) with the groups
+    listed from the tree, as Hydra's own help writes them, without composing the config
+    (which takes Hydra about a second)."""
+    import string
+
+    from omegaconf import OmegaConf
+
+    help_cfg = OmegaConf.load(conf_dir() / "config.yaml").hydra.help
+    groups = "".join(f"{g}: {', '.join(o)}\n" for g, o in config_groups().items())
+    return string.Template(help_cfg.template).safe_substitute(APP_CONFIG_GROUPS=groups)

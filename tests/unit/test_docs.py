@@ -120,3 +120,12 @@ def test_relative_links_in_docs_resolve():
                 if anchor not in {_slug(h) for h in _headings(dest)}:
                     bad.append(f"{where}: no heading with anchor #{anchor}")
     assert not bad, "\n".join(bad)
+
+
+def test_the_readme_lists_every_ablation():
+    """The README's table of ``+ablation=`` files names each file of conf/ablation/."""
+    readme = (ROOT / "README.md").read_text()
+    table = readme.split("| `+ablation=` |")[1].split("\n\n")[0]
+    named = set(re.findall(r"`(\w+)`", table))
+    files = {p.stem for p in (ROOT / "src" / "nvfp4_lab" / "conf" / "ablation").glob("*.yaml")}
+    assert files <= named, sorted(files - named)

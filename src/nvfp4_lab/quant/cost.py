@@ -27,6 +27,11 @@ first long FP4 run instead of spending it on the reference. With nothing at all 
 ``BackendProbe`` (``train/backend_probe.py``) then switches to compiled if that pays for the
 rest of the run. The choice, its reason and any switch are printed and stored in
 ``summary.json``.
+
+The same timings, with the seconds a validation pass took, estimate a whole run for
+``--dry-run`` and a sweep's progress lines (``train/sweep_plan.py``):
+
+    run(backend) = startup_backend + steps x ms_backend + validations x s_validation
 """
 from __future__ import annotations
 
@@ -65,8 +70,12 @@ class RunKey:
 
 @dataclass(frozen=True)
 class Timing:
+    """A finished run's steady ms/step, its seconds before steady steps, and the seconds of
+    one validation pass (0: not measured)."""
+
     ms_per_step: float
     startup_s: float
+    eval_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -144,6 +153,21 @@ def finish_times(key: RunKey, steps: int, path: Path | None = None) -> dict[str,
 def _times(rates: tuple[float, float, float, str], steps: int) -> dict[str, float]:
     ref_ms, comp_ms, startup, _ = rates
     return {"reference": steps * ref_ms / 1000, "compiled": startup + steps * comp_ms / 1000}
+
+
+def run_seconds(key: RunKey, steps: int, evals: int, backend: str,
+                path: Path | None = None) -> float | None:
+    """Wall seconds of a whole run on ``backend``: ``finish_times`` (whose compiled figure
+    holds its whole start-up), the reference's measured start-up, and ``evals`` validation
+    passes at the backend's measured cost (else the other's); None: nothing measured."""
+    known = load(path).get(str(key), {})
+    times = finish_times(key, steps, path)
+    if times is None:
+        return None
+    own = known.get(backend)
+    eval_s = own.eval_s if own and own.eval_s else max(t.eval_s for t in known.values())
+    startup = known["reference"].startup_s if backend == "reference" and own else 0.0
+    return times[backend] + startup + evals * eval_s
 
 
 def cold_start_times(ref_ms: float, steps: int) -> dict[str, float]:

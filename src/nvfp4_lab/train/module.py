@@ -101,10 +101,21 @@ class LMTask(L.LightningModule):
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
         self.start_step = 0  # the step this process started at: > 0 when resumed
         self.train_started = 0.0   # perf_counter() at this process's first step
+        self.validation_seconds: list[float] = []   # each validation pass's, for quant.cost
+        self._validation_started: float | None = None
 
     def on_train_start(self) -> None:
         self.start_step = self.global_step  # restored from the checkpoint by now
         self.train_started = time.perf_counter()
+
+    def on_validation_start(self) -> None:
+        if not self.trainer.sanity_checking:
+            self._validation_started = time.perf_counter()
+
+    def on_validation_end(self) -> None:
+        if self._validation_started is not None:
+            self.validation_seconds.append(time.perf_counter() - self._validation_started)
+            self._validation_started = None
 
     def setup(self, stage: str) -> None:
         # The data-parallel rank keys the SR bits of activations and gradients (not weights),

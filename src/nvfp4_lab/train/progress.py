@@ -8,10 +8,10 @@ line every ``log_every`` steps. Tokens per second are measured here in every mod
 against it, as they do against a real run).
 
 Both modes say how long is left: for the job, from its own steps per second since it started
-(or resumed); for a sweep, the job's remainder plus the jobs after it, each assumed to cost
-what this one will, divided among the jobs that run at once. Arms of one sweep differ in cost
-(a BF16 step is about a third of an emulated NVFP4 one), so the sweep's figure is a rough
-guide (``~``); ``--dry-run`` gives a per-job estimate from the times this machine measured.
+(or resumed); for a sweep, the job's remainder and then the jobs after it at the estimates of
+the sweep's plan (``train/sweep_plan.py``: this machine's timings for each recipe), laid out
+on the slots that run at once. A later job never measured here counts at this job's length,
+and the figure says it guessed (``sweep ~2h10m?``).
 """
 from __future__ import annotations
 
@@ -26,44 +26,55 @@ from pathlib import Path
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
 from .console import duration, say
+from .sweep_plan import SweepPlan
 
 
 @dataclass(frozen=True)
 class SweepPosition:
-    """Where a job stands in its sweep: ``job`` (0-based, Hydra's ``job.num``) of ``jobs``,
-    ``parallel`` of them running at once, in the sweep directory ``dir``."""
+    """Where a job stands in its sweep: ``job`` (0-based, Hydra's ``job.num``) of the sweep's
+    ``plan`` (None: the sweep wrote none), in the sweep directory ``dir``."""
 
     job: int
-    jobs: int
-    parallel: int = 1
+    plan: SweepPlan | None = None
     dir: Path | None = None
 
-    def seconds_after(self, job_seconds: float) -> float:
-        """Seconds the jobs after this one take if each costs ``job_seconds``."""
-        rounds = -(-(self.jobs - self.job - 1) // self.parallel)   # ceil: rounds of parallel
-        return rounds * job_seconds
+    @property
+    def jobs(self) -> int:
+        return len(self.plan.jobs) if self.plan else 0
+
+    @property
+    def parallel(self) -> int:
+        return self.plan.parallel if self.plan else 1
 
 
 class Countdown:
-    """Time left, from the steps done since ``start`` (the first step, or the resumed one)."""
+    """Time left, at the pace of the later half of the steps done since ``start`` (the first
+    step, or the resumed one): a slow start, the reference's probe steps before a compile or a
+    first validation, drops out of it as the job goes on."""
 
     def __init__(self, position: SweepPosition | None = None):
         self.position = position
-        self._t0 = self._step0 = None
+        self._marks: list[tuple[float, int]] = []    # (time, step) at each call
 
     def start(self, step: int) -> None:
-        self._t0, self._step0 = time.perf_counter(), step
+        self._marks = [(time.perf_counter(), step)]
 
-    def left(self, step: int, max_steps: int) -> tuple[float, float | None] | None:
-        """(seconds left in the job, in the sweep or None); None before the first step."""
-        done = step - (self._step0 or 0)
-        if self._t0 is None or done <= 0:
+    def left(self, step: int, max_steps: int) -> tuple[float, str | None] | None:
+        """(seconds left in the job, the sweep's time left as text or None); None before the
+        first step."""
+        if not self._marks or step <= self._marks[0][1]:
             return None
-        per_step = (time.perf_counter() - self._t0) / done
+        now = time.perf_counter()
+        half = (self._marks[0][1] + step) / 2
+        t0, s0 = [m for m in self._marks if m[1] <= half][-1]
+        self._marks.append((now, step))
+        per_step = (now - t0) / (step - s0)
         job = (max_steps - step) * per_step
         p = self.position
-        sweep = job + p.seconds_after(max_steps * per_step) if p and p.jobs > 1 else None
-        return job, sweep
+        if p is None or p.jobs <= 1:
+            return job, None
+        sweep, guessed = p.plan.left_after(p.job, job, max_steps * per_step)
+        return job, f"~{duration(sweep)}" + ("?" if guessed else "")
 
     def text(self, step: int, max_steps: int) -> str:
         """``eta 6m12s`` (and ``job 4/18, sweep ~2h10m``); empty before the first step."""
@@ -73,8 +84,7 @@ class Countdown:
         job, sweep = left
         p = self.position
         return f"eta {duration(job)}" + (
-            f"  (job {p.job + 1}/{p.jobs}, sweep ~{duration(sweep)})" if sweep is not None
-            else "")
+            f"  (job {p.job + 1}/{p.jobs}, sweep {sweep})" if sweep is not None else "")
 
 
 class Speedometer(Callback):
@@ -165,7 +175,7 @@ class SweepProgressBar(RichProgressBar):
         if p is None or p.jobs <= 1:
             return job
         return f"job {p.job + 1}/{p.jobs} · {job}" + (
-            f" · sweep ~{duration(sweep)}" if sweep is not None else "")
+            f" · sweep {sweep}" if sweep is not None else "")
 
 
 def quiet_lightning() -> None:

@@ -37,10 +37,10 @@ from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_
 from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
-def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int = 1,
+def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
           position: SweepPosition | None = None) -> dict:
-    """Train one job into ``out``; ``parallel``: the jobs of its sweep running at once;
-    ``position``: where the job stands in its sweep (for the progress lines)."""
+    """Train one job into ``out``; ``position``: where the job stands in its sweep (its
+    plan: the jobs running at once, the cores they share, the progress lines' estimates)."""
     raw, cfg = cfg, apply_arm(cfg)
     recipe = recipe_of(cfg.quant)
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
@@ -49,7 +49,8 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     chash = rundir.config_hash(cfg)
     state = rundir.check_can_start(out, chash, cfg.resume)
     if state == "done":
-        print(f"{out}: already finished (summary.json status=done); nothing to do")  # not in its cli.log
+        # the terminal only: a finished run's cli.log is not appended to
+        print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.read_summary(out)
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
@@ -59,7 +60,9 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False, parallel: int =
     if rank0:
         OmegaConf.save(cfg, out / "config.yaml", resolve=True)
     cpu_procs = tr.world_size() // tr.num_nodes if tr.accelerator == "cpu" else 1
-    plan = threads.apply(tr.threads, parallel * cpu_procs)
+    parallel = position.parallel if position else 1
+    plan = threads.apply(tr.threads, parallel * cpu_procs,
+                         position.plan.cores if position and position.plan else None)
     if rank0:
         say(str(plan))
 
@@ -140,8 +143,9 @@ def _record_timing(task, df, wall: float, backend: str) -> None:
     """A finished CPU run's timing, for ``backend=auto`` (``quant.cost``): its steady ms/step,
     the median rate of the intervals this process logged after its first (which holds any
     compiling), and its start-up, the seconds from ``wall`` to its first step plus the first
-    interval's excess over that many steady steps. A pause later in the run (a suspended
-    process, a busy core) moves the median little and the start-up not at all."""
+    interval's excess over that many steady steps; and the median seconds of its validation
+    passes. A pause later in the run (a suspended process, a busy core) moves the medians
+    little and the start-up not at all."""
     if backend not in cost.CPU_BACKENDS or "tokens_per_second" not in df:
         return
     logged = df[df["step"] > task.start_step].dropna(subset=["tokens_per_second"])
@@ -152,7 +156,9 @@ def _record_timing(task, df, wall: float, backend: str) -> None:
     first_steps = int(logged["step"].iloc[0]) - task.start_step
     first_s = first_steps * task.tokens_per_step / rates.iloc[0]
     startup = task.train_started - wall + max(first_s - first_steps * ms / 1000, 0)
-    cost.record(task.cost_key, backend, cost.Timing(round(ms, 1), round(startup, 1)))
+    evals = statistics.median(task.validation_seconds) if task.validation_seconds else 0.0
+    cost.record(task.cost_key, backend,
+                cost.Timing(round(ms, 1), round(startup, 1), round(evals, 2)))
 
 
 def _last(df, col):

@@ -9,22 +9,24 @@ and the parallel jobs of a local sweep (``launcher=joblib``, ``hydra.launcher.n_
 processes of a CPU DDP run divide them. A positive ``trainer.threads`` is used as given. The
 choice is printed with its reason, and a warning says when other processes are running right
 now (``/proc/loadavg``'s runnable count, less this command's own jobs) on the cores this run is
-about to use. The core count is the launching process's torch default (``NVFP4_LAB_CORES``,
-set by the sweep callback before any job starts): a sweep's worker processes may start with
-their thread pools already capped.
+about to use. The core count is torch's default in the launching process: a sweep's worker
+processes may start with their thread pools already capped, so the sweep's plan carries it to
+them (``train/sweep_plan.py``).
 """
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-# torch's default in the launching process (workers inherit it), read before anything here
-# changes it
-CORES_ENV = "NVFP4_LAB_CORES"
-CORES = int(os.environ.get(CORES_ENV) or torch.get_num_threads())
+
+@functools.cache
+def machine_cores() -> int:
+    """torch's default thread count in this process, read once, before ``apply`` changes it."""
+    return torch.get_num_threads()
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,9 @@ def running_others(parallel: int) -> float:
     return max(0.0, runnable - (parallel - 1))
 
 
-def apply(requested: int, parallel: int) -> ThreadPlan:
-    """Choose, set torch's thread count, and return the plan (to print)."""
-    chosen = plan(requested, parallel, CORES, running_others(parallel))
+def apply(requested: int, parallel: int, cores: int | None = None) -> ThreadPlan:
+    """Choose, set torch's thread count, and return the plan (to print); ``cores``: the
+    launching process's (a sweep's plan), else this one's."""
+    chosen = plan(requested, parallel, cores or machine_cores(), running_others(parallel))
     torch.set_num_threads(chosen.threads)
     return chosen

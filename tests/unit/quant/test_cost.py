@@ -70,5 +70,26 @@ def test_both_measured_use_the_warm_start_up(ledger):
     assert cost.choose(cost.RunKey("other", "model", 2048, 2, "2.13.0"), 10, ledger).backend \
         == "reference"                                   # another key knows nothing
     saved = json.loads(ledger.read_text())
-    assert saved[str(KEY)]["compiled"] == {"ms_per_step": 400.0, "startup_s": 5.0}
+    assert saved[str(KEY)]["compiled"] == {"ms_per_step": 400.0, "startup_s": 5.0, "eval_s": 0.0}
     assert not list(ledger.parent.glob("*.tmp"))
+
+
+def test_a_whole_run_adds_its_start_up_and_validations(ledger):
+    """reference measured: 3 s start-up, 1000 ms/step, 0.5 s a validation. 100 steps with 4
+    validations: 3 + 100 + 2 = 105 s; compiled (not measured): 60 s cold compile + 100 x 0.6 s
+    + 4 x 0.5 s (the reference's validation cost) = 122 s."""
+    cost.record(KEY, "reference", cost.Timing(1000.0, 3.0, 0.5), ledger)
+    assert cost.run_seconds(KEY, 100, 4, "reference", ledger) == pytest.approx(105.0)
+    assert cost.run_seconds(KEY, 100, 4, "compiled", ledger) == pytest.approx(122.0)
+    cost.record(KEY, "compiled", cost.Timing(400.0, 8.0, 0.25), ledger)
+    # compiled measured: its own 8 s start-up (the whole wait before steady steps), 0.25 s a
+    # validation: 8 + 40 + 1 = 49 s
+    assert cost.run_seconds(KEY, 100, 4, "compiled", ledger) == pytest.approx(49.0)
+    assert cost.run_seconds(cost.RunKey("other", "model", 2048, 2, "2.13.0"), 100, 4,
+                            "reference", ledger) is None
+
+
+def test_a_ledger_written_before_validations_were_timed_still_reads(ledger):
+    ledger.write_text(json.dumps({str(KEY): {"reference": {"ms_per_step": 500.0,
+                                                           "startup_s": 1.0}}}))
+    assert cost.run_seconds(KEY, 10, 3, "reference", ledger) == pytest.approx(6.0)

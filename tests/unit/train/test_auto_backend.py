@@ -63,7 +63,8 @@ def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monk
     """Resumed at step 100 (the row at step 100 is the earlier attempt's); 5 s to the first step;
     the first interval, 10 steps at 500 tokens/s, holds 19 s more than 10 steady steps at
     100 ms; a later interval was suspended for ~90 s. Steady: 100 ms/step (median); start-up:
-    5 + 19 = 24 s, the pause in neither."""
+    5 + 19 = 24 s, the pause in neither. Validations of 1, 3, 2 and (paused) 30 s: 2.5 s, their
+    median."""
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
     from types import SimpleNamespace
 
@@ -73,6 +74,6 @@ def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monk
                        "tokens_per_second": [1.0, 500.0, 10_000, 100.0, 10_000, 10_000]})
     key = cost.RunKey("specs", "model", 1000, 1, "2.13.0")
     task = SimpleNamespace(start_step=100, tokens_per_step=1000, train_started=105.0,
-                           cost_key=key)
+                           cost_key=key, validation_seconds=[1.0, 3.0, 2.0, 30.0])
     _record_timing(task, df, wall=100.0, backend="compiled")
-    assert cost.load()[str(key)]["compiled"] == cost.Timing(100.0, 24.0)
+    assert cost.load()[str(key)]["compiled"] == cost.Timing(100.0, 24.0, 2.5)

@@ -50,7 +50,7 @@ def runs(tmp_path_factory):
         with initialize_config_dir(str(conf_dir()), version_base="1.3"):
             cfg = compose("config", overrides=overrides(tmp, ablation, arm))
         run = sweep / f"{i}_arm={arm}" / "seed=3"
-        summary = train(cfg, run, multirun=True, position=SweepPosition(i, 3, 1, sweep))
+        summary = train(cfg, run, multirun=True, position=SweepPosition(i, None, sweep))
         assert summary["status"] == "done", summary["error"]
         out[ablation, arm] = run
     return out

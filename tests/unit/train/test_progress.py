@@ -6,6 +6,7 @@ import pytest
 from nvfp4_lab.train import progress
 from nvfp4_lab.train.console import duration
 from nvfp4_lab.train.progress import Countdown, SweepPosition
+from nvfp4_lab.train.sweep_plan import PlannedJob, SweepPlan
 
 
 @pytest.fixture
@@ -24,23 +25,47 @@ def test_job_time_left_is_the_remaining_steps_at_the_measured_pace(clock):
     assert countdown.text(30, 100) == "eta 3m30s"
 
 
-@pytest.mark.parametrize("job,jobs,parallel,after", [
-    (0, 18, 1, 17), (16, 18, 1, 1), (17, 18, 1, 0),   # sequential: every later job in turn
-    (0, 18, 2, 9), (3, 18, 2, 7), (16, 18, 4, 1),     # parallel: ceil(later / parallel) rounds
+def test_the_pace_is_the_later_half_of_the_steps_done(clock):
+    """5 s a step for the first 10 (a probe on the reference), then 1 s: at step 20 the pace
+    is steps 10-20's, 1 s, not the 3 s since the start; at step 40, steps 20-40's."""
+    countdown = Countdown()
+    countdown.start(step=0)
+    clock[0] += 50.0
+    assert countdown.left(10, 100)[0] == pytest.approx(90 * 5.0)
+    clock[0] += 10.0
+    assert countdown.left(20, 100)[0] == pytest.approx(80 * 1.0)
+    clock[0] += 40.0                               # steps 20-40 at 2 s
+    assert countdown.left(40, 100)[0] == pytest.approx(60 * 2.0)
+
+
+def plan(seconds: list[float | None], parallel: int) -> SweepPlan:
+    return SweepPlan(tuple(PlannedJob((f"seed={i}",), 600, s, "reference")
+                           for i, s in enumerate(seconds)), parallel, cores=2)
+
+
+@pytest.mark.parametrize("job,seconds,parallel,after,guessed", [
+    # one slot: the later jobs in turn after this one's remaining 550 s
+    (0, [None, 100.0, 200.0], 1, 550 + 300, False),
+    (2, [100.0, 200.0, None], 1, 550, False),                 # the last job: its own remainder
+    # two slots, both free when this job ends: 100 -> slot 0 (650), 200 -> slot 1 (750),
+    # 50 -> slot 0 (700); the sweep ends with slot 1
+    (0, [None, 100.0, 200.0, 50.0], 2, 750, False),
+    # a later job never measured counts at this job's length, 600 s: 550 + 600 on one slot
+    (1, [300.0, None, None, 40.0], 2, 1150, True),
 ])
-def test_sweep_time_left_adds_the_later_jobs_in_rounds_of_parallel(clock, job, jobs, parallel,
-                                                                   after):
-    countdown = Countdown(SweepPosition(job, jobs, parallel))
+def test_sweep_time_left_lays_the_later_jobs_on_the_slots(clock, job, seconds, parallel, after,
+                                                          guessed):
+    countdown = Countdown(SweepPosition(job, plan(seconds, parallel)))
     countdown.start(step=0)
     clock[0] += 50.0                               # 50 of 600 steps in 50 s: 1 s/step
-    job_left, sweep_left = countdown.left(50, 600)
+    job_left, sweep = countdown.left(50, 600)
     assert job_left == pytest.approx(550.0)
-    assert sweep_left == pytest.approx(550.0 + after * 600.0)
-    assert f"(job {job + 1}/{jobs}, sweep ~{duration(sweep_left)})" in countdown.text(50, 600)
+    assert sweep == f"~{duration(after)}" + ("?" if guessed else "")
+    assert f"(job {job + 1}/{len(seconds)}, sweep {sweep})" in countdown.text(50, 600)
 
 
 def test_a_one_job_sweep_has_no_sweep_figure(clock):
-    countdown = Countdown(SweepPosition(0, 1))
+    countdown = Countdown(SweepPosition(0, plan([None], 1)))
     countdown.start(step=0)
     clock[0] += 5.0
     assert countdown.left(5, 10) == (pytest.approx(5.0), None)

@@ -1,0 +1,124 @@
+"""A sweep's plan: its jobs in launch order, how many run at once, and what each should cost.
+
+``--dry-run`` prints it. When a multirun starts, the sweep callback writes it to the sweep
+directory (``sweep_plan.json``) and every job reads it there: its place in the sweep, the
+cores the launching process saw (a joblib worker may start with its thread pool capped), and
+the time the sweep has left. A job's cost comes from the timings this machine measured for
+its recipe, model, batch and threads (``quant/cost.py``), on the backend it will use:
+
+    seconds = start-up + steps x ms/step + validations x s/validation
+
+and the sweep's remainder lays the later jobs out on the ``parallel`` slots as the launcher
+takes them, in launch order, each on the slot that frees first (``makespan``). A job never
+measured here has no estimate; the running job counts such a later job at its own length, a
+guess the progress line marks with ``?``.
+"""
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from ..data import DataConfig
+from ..model import ModelConfig
+from ..quant import cost, operand_plan
+from . import branch, threads
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+
+FILE = "sweep_plan.json"
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job: its overrides, steps to train, estimated seconds (None: never measured
+    here) and the backend it will use."""
+
+    overrides: tuple[str, ...]
+    steps: int
+    seconds: float | None
+    backend: str
+
+
+@dataclass(frozen=True)
+class SweepPlan:
+    jobs: tuple[PlannedJob, ...]
+    parallel: int
+    cores: int
+
+    def save(self, sweep_dir: Path) -> None:
+        Path(sweep_dir).mkdir(parents=True, exist_ok=True)
+        (Path(sweep_dir) / FILE).write_text(json.dumps(asdict(self), indent=1))
+
+    @classmethod
+    def load(cls, sweep_dir: Path) -> SweepPlan | None:
+        try:
+            raw = json.loads((Path(sweep_dir) / FILE).read_text())
+        except (OSError, ValueError):
+            return None
+        jobs = tuple(PlannedJob(**{**j, "overrides": tuple(j["overrides"])})
+                     for j in raw["jobs"])
+        return cls(jobs, raw["parallel"], raw["cores"])
+
+    def known(self) -> list[PlannedJob]:
+        return [j for j in self.jobs if j.seconds is not None]
+
+    def total(self) -> float | None:
+        """The sweep's wall seconds, from the jobs with an estimate; None if none has one."""
+        known = self.known()
+        return makespan([j.seconds for j in known], self.parallel) if known else None
+
+    def left_after(self, job: int, job_left: float, job_seconds: float) -> tuple[float, bool]:
+        """Seconds until the sweep ends when job ``job`` ends in ``job_left`` and takes
+        ``job_seconds`` in all; whether a later job was guessed at that length."""
+        later = self.jobs[job + 1:]
+        seconds = [j.seconds if j.seconds is not None else job_seconds for j in later]
+        return (makespan(seconds, self.parallel, job_left),
+                any(j.seconds is None for j in later))
+
+
+def parallel_jobs(launcher) -> int:
+    """Jobs the sweep's launcher runs at once: joblib's ``n_jobs`` (-1: one per core), else 1."""
+    if "joblib" not in str(launcher.get("_target_")):
+        return 1
+    n = int(launcher.get("n_jobs") or 1)
+    return n if n > 0 else os.cpu_count() or 1
+
+
+def makespan(seconds: list[float], parallel: int, free_at: float = 0.0) -> float:
+    """When the last of ``seconds`` ends, each taken in order by the first of ``parallel``
+    slots to free, all free at ``free_at``."""
+    slots = [free_at] * max(1, parallel)
+    for s in seconds:
+        slots[slots.index(min(slots))] += s
+    return max(slots)
+
+
+def validations(steps: int, val_every: int) -> int:
+    """Validation passes of a run: every ``val_every`` steps and at its last step."""
+    return -(-steps // val_every) if val_every > 0 else 0
+
+
+def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -> PlannedJob:
+    """A composed job's length, backend and estimated seconds on this machine, where
+    ``parallel`` jobs share ``cores``."""
+    cfg = apply_arm(cfg)
+    recipe = recipe_of(cfg.quant)
+    model, data = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
+    t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
+    if model.vocab_size == 0:     # as the data module will set it
+        model.vocab_size = 256 if data.tokenizer == "bytes" else data.vocab_size
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
+    steps = t.run_length(tokens_per_step)
+    steps -= branch.branch_step(cfg, steps) or 0   # a branch trains its tail only
+    specs = [o.spec for o in operand_plan(recipe).values() if o.spec]
+    n_threads = threads.plan(tr.threads, parallel, cores, busy=0.0).threads
+    key = cost.run_key(specs, model, tokens_per_step, n_threads)
+    times = cost.finish_times(key, steps)
+    if times is None:
+        return PlannedJob(tuple(overrides), steps, None, recipe.backend)
+    backend = min(times, key=times.get) if recipe.backend == "auto" else recipe.backend
+    seconds = cost.run_seconds(key, steps, validations(steps, t.val_every), backend)
+    return PlannedJob(tuple(overrides), steps, seconds, backend)
