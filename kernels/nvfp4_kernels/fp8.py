@@ -176,7 +176,7 @@ def _blocks_kernel(x_ptr, out_ptr, scale_ptr, R, C, n_r, n_c,
             n_i = R
             r_pad = R
         else:
-            i = pr
+            i = pr + tl.zeros([1, 1, 1], tl.int32)  # a tensor: a scalar compare is no mask
             n_i = n_r
             r_pad = n_r * BR
         inside = (i < n_i) & (j < n_j)
