@@ -26,13 +26,15 @@ def _key(sweep: Sweep, r: ClaimResult) -> tuple:
 def current_answers(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]],
                     v2: str) -> list[tuple[Sweep, ClaimResult]]:
     """Each v1 claim at its latest design, with its sweep: a claim tested again by a table
-    whose name starts with ``v2`` (the same ablation, the same model) takes that result."""
+    whose name starts with ``v2`` (the same ablation, the same model) takes that result; a
+    claim whose arms that table did not run keeps v1's."""
     def pair(t: str, r: ClaimResult) -> tuple[Sweep, ClaimResult]:
         return next(s for s in tables[t] if s.name == r.sweep), r
 
     latest = {_key(*pair("v1", r)): pair("v1", r) for r in tested["v1"]}
     for t in (t for t in tables if t.startswith(v2)):
-        latest.update({k: pair(t, r) for r in tested[t] if (k := _key(*pair(t, r))) in latest})
+        latest.update({k: pair(t, r) for r in tested[t]
+                       if r.test is not None and (k := _key(*pair(t, r))) in latest})
     return list(latest.values())
 
 

@@ -19,7 +19,6 @@ step 0 (tests/unit/train/test_branch.py).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -105,11 +104,11 @@ def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
                          f"in the same sweep; run the ablation as a sweep")
     want = rundir.config_hash(_as_arm(raw, parent))
     for path in sorted(Path(sweep).rglob(rundir.SUMMARY)):
-        s = json.loads(path.read_text())
-        if s.get("config_hash") == want and s.get("status") == "done":
-            if s.get("max_steps") != max_steps:
+        s = rundir.Summary.read(path.parent)
+        if s.config_hash == want and s.status == rundir.Status.done:
+            if s.max_steps != max_steps:
                 raise Refused(f"branch_from={parent!r}: arm {parent!r} ran "
-                                 f"{s.get('max_steps')} steps and this arm {max_steps}; a "
+                                 f"{s.max_steps} steps and this arm {max_steps}; a "
                                  f"branch keeps its parent's run length")
             if checkpoint_path(path.parent, step).exists():
                 return Branch(path.parent, step, str(path.parent.relative_to(sweep)))

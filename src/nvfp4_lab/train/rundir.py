@@ -8,8 +8,8 @@
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
-      summary.json         status (running | done | failed | diverged), losses, tokens, speed,
-                           backend, device, git SHA, config hash
+      summary.json         ``Summary``: status (running | done | failed | diverged), losses,
+                           tokens, speed, backend, device, machine class, git SHA, config hash
 
 Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
@@ -20,10 +20,13 @@ a run started by an older version still resumes, and still counts as done, after
 """
 from __future__ import annotations
 
+import dataclasses
+import enum
 import hashlib
 import json
 import os
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -72,31 +75,84 @@ def _as_first_hashed(c: dict) -> None:
         model["ffn_mult"] = int(model["ffn_mult"])
 
 
-def read_summary(run: Path) -> dict | None:
-    path = Path(run) / SUMMARY
-    return json.loads(path.read_text()) if path.exists() else None
+class Status(enum.StrEnum):
+    running = "running"
+    done = "done"
+    failed = "failed"
+    diverged = "diverged"
 
 
-def write_summary(run: Path, summary: dict) -> None:
-    tmp = Path(run) / f"{SUMMARY}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    tmp.replace(Path(run) / SUMMARY)    # atomic: a reader never sees half a summary
+@dataclass(frozen=True, kw_only=True)
+class Summary:
+    """``summary.json``: written when a run starts (``running``) and again when it ends. The
+    fields in the order the sweep's ``sweep_summary.csv`` puts its columns (``COLUMNS``);
+    a file written by an older version reads with the fields it lacks at their defaults."""
+
+    status: Status
+    quant: str
+    arm: str | None = None
+    seed: int
+    model: str
+    steps: int | None = None              # optimizer steps trained, when it ended
+    tokens: int | None = None
+    final_val_loss: float | None = None
+    best_val_loss: float | None = None
+    final_val_bpb: float | None = None
+    final_train_loss: float | None = None
+    wall_seconds: float | None = None
+    tokens_per_second: float | None = None
+    backend: str | None = None
+    device: str | None = None
+    error: str | None = None
+    max_steps: int
+    tokens_per_step: int
+    config_hash: str
+    git_sha: str | None = None
+    machine_class: str | None = None
+    versions: dict[str, str] | None = None
+    backend_reason: str | None = None
+    started: str | None = None
+    finished: str | None = None
+    branched_from: dict | None = None     # train/branch.py: the parent run and step
+
+    @classmethod
+    def read(cls, run: Path) -> Summary | None:
+        path = Path(run) / SUMMARY
+        if not path.exists():
+            return None
+        raw = json.loads(path.read_text())
+        known = {k: v for k, v in raw.items() if k in FIELDS}
+        return cls(**{**known, "status": Status(raw["status"])})
+
+    def write(self, run: Path) -> None:
+        """Atomically: a reader never sees half a summary."""
+        record = {k: v.value if isinstance(v, Status) else v
+                  for k, v in dataclasses.asdict(self).items()
+                  if v is not None or k not in OPTIONAL_KEYS}
+        tmp = Path(run) / f"{SUMMARY}.{os.getpid()}.tmp"
+        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+        tmp.replace(Path(run) / SUMMARY)
+
+
+FIELDS = tuple(f.name for f in dataclasses.fields(Summary))
+COLUMNS = ("job", *FIELDS)                    # sweep_summary.csv
+OPTIONAL_KEYS = ("branched_from",)            # left out of the file when unset
 
 
 def check_can_start(run: Path, chash: str, resume: str) -> str:
     """``"new"``, ``"resume"`` or ``"done"`` for this directory, or raise ``RunExists``."""
-    old = read_summary(run)
+    old = Summary.read(run)
     ckpt = Path(run) / "checkpoints" / "last.ckpt"
     if old is None and not ckpt.exists():
         return "new"
     if resume == "never":
-        raise RunExists(f"{run} already holds a run (status {old and old.get('status')}); "
+        raise RunExists(f"{run} already holds a run (status {old and old.status.value}); "
                         "choose another hydra.run.dir, or resume=auto to continue it")
-    if old is not None and old.get("config_hash") != chash:
+    if old is not None and old.config_hash != chash:
         raise RunExists(f"{run} holds a run of a different config (hash "
-                        f"{old.get('config_hash')}, this one {chash}); refusing to mix them. "
+                        f"{old.config_hash}, this one {chash}); refusing to mix them. "
                         "Choose another hydra.run.dir.")
-    if old is not None and old.get("status") == "done":
+    if old is not None and old.status == Status.done:
         return "done"
     return "resume" if ckpt.exists() else "new"
 

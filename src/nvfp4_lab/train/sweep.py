@@ -14,7 +14,7 @@ plot`` can redraw it.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 from pathlib import Path
 
 import pandas as pd
@@ -24,23 +24,21 @@ from omegaconf import DictConfig, open_dict
 
 from ..analysis.report import write_report
 from .preview import expand
+from .rundir import COLUMNS, SUMMARY, Summary
 from .schema import apply_arm, recipe_of
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
 
-COLUMNS = ["job", "status", "quant", "arm", "seed", "model", "steps", "tokens",
-           "final_val_loss", "best_val_loss", "final_val_bpb", "final_train_loss",
-           "wall_seconds", "tokens_per_second", "backend", "device", "error"]
-
 
 def summarise(sweep_dir: Path) -> pd.DataFrame:
-    """One row per job directory (any depth) holding a ``summary.json``."""
+    """One row per job directory (any depth) holding a ``summary.json``, the columns in the
+    order of ``rundir.Summary``'s fields."""
     rows = []
-    for path in sorted(Path(sweep_dir).rglob("summary.json")):
-        s = json.loads(path.read_text())
-        rows.append({"job": str(path.parent.relative_to(sweep_dir)), **s})
-    df = pd.DataFrame(rows)
-    return df.reindex(columns=COLUMNS + sorted(set(df.columns) - set(COLUMNS)))
+    for path in sorted(Path(sweep_dir).rglob(SUMMARY)):
+        summary = Summary.read(path.parent)
+        rows.append({"job": str(path.parent.relative_to(sweep_dir)),
+                     **dataclasses.asdict(summary), "status": summary.status.value})
+    return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 class SweepSummary(Callback):

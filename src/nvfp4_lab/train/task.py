@@ -14,6 +14,7 @@ it and the command exits non-zero at the end.
 """
 from __future__ import annotations
 
+import dataclasses
 import os
 import statistics
 import time
@@ -38,7 +39,7 @@ from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
-          position: SweepPosition | None = None) -> dict:
+          position: SweepPosition | None = None) -> rundir.Summary:
     """Train one job into ``out``; ``position``: where the job stands in its sweep (its
     plan: the jobs running at once, the cores they share, the progress lines' estimates)."""
     raw, cfg = cfg, apply_arm(cfg)
@@ -51,7 +52,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     if state == "done":
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
-        return rundir.read_summary(out)
+        return rundir.Summary.read(out)
     tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
     fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
@@ -66,14 +67,14 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     if rank0:
         say(str(plan))
 
-    base = {"status": "running", "quant": recipe.name, "arm": cfg.arm, "seed": cfg.seed,
-            "model": model_cfg.name, "max_steps": max_steps, "tokens_per_step": tokens_per_step,
-            "config_hash": chash, "git_sha": rundir.git_sha(), "device": _device_name(tr),
-            "machine_class": str(Machine.here().cls), "versions": versions(),
-            "started": time.strftime("%Y-%m-%dT%H:%M:%S"),
-            **({"branched_from": fork.record()} if fork else {})}
+    base = rundir.Summary(
+        status=rundir.Status.running, quant=recipe.name, arm=cfg.arm, seed=cfg.seed,
+        model=model_cfg.name, max_steps=max_steps, tokens_per_step=tokens_per_step,
+        config_hash=chash, git_sha=rundir.git_sha(), device=_device_name(tr),
+        machine_class=str(Machine.here().cls), versions=versions(),
+        started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
     if rank0:
-        rundir.write_summary(out, base)
+        base.write(out)
     wall, task = time.perf_counter(), None
     try:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -92,21 +93,22 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         trainer.fit(task, datamodule=dm, ckpt_path=start)
         if trainer.is_global_zero and task.report is not None:
             task.report.save(out / "layer_report.json")
-        status, error = "done", None
+        status, error = rundir.Status.done, None
     except NonFiniteError as err:
-        status, error = "diverged", str(err)
+        status, error = rundir.Status.diverged, str(err)
     except Exception as err:    # recorded, then re-raised outside a sweep
-        status, error = "failed", f"{type(err).__name__}: {err}"
+        status, error = rundir.Status.failed, f"{type(err).__name__}: {err}"
         if not multirun:
             _finish(out, base, status, error, wall, tokens_per_step, task, fork)
             raise
     summary = _finish(out, base, status, error, wall, tokens_per_step, task, fork)
-    if status == "diverged" and not multirun:
+    if status == rundir.Status.diverged and not multirun:
         raise NonFiniteError(error)
     return summary
 
 
-def _finish(out, base, status, error, wall, tokens_per_step, task, fork) -> dict:
+def _finish(out, base: rundir.Summary, status: rundir.Status, error, wall, tokens_per_step,
+            task, fork) -> rundir.Summary:
     if int(os.environ.get("RANK", 0)) != 0:
         return base
     df = rundir.merge_metrics(out, tokens_per_step, fork.prefix() if fork else None)
@@ -119,23 +121,22 @@ def _finish(out, base, status, error, wall, tokens_per_step, task, fork) -> dict
     seconds = time.perf_counter() - wall
     # what this process trained: a resumed run's wall time covers only its own steps
     run_here = steps - (task.start_step if task is not None else 0)
-    summary = {**base, "status": status, "error": error,
-               "final_val_loss": float(val.iloc[-1]) if len(val) else None,
-               "best_val_loss": float(val.min()) if len(val) else None,
-               "final_val_bpb": float(bpb.iloc[-1]) if len(bpb) else None,
-               "final_train_loss": _last(df, "train_loss"),
-               "steps": steps, "tokens": steps * tokens_per_step,
-               "wall_seconds": round(seconds, 2),
-               "tokens_per_second": round(run_here * tokens_per_step / seconds, 1)
-               if seconds else None,
-               "backend": getattr(task and task.report, "backend", None),
-               "backend_reason": getattr(task, "backend_reason", None),
-               "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
-    if status == "done" and getattr(task, "cost_key", None) is not None:
-        _record_timing(task, df, wall, summary["backend"])
-    rundir.write_summary(out, summary)
-    say(f"{out}: {status}" + (f" ({error})" if error else "")
-        + (f", val loss {summary['final_val_loss']:.4f}" if summary["final_val_loss"] else ""))
+    summary = dataclasses.replace(
+        base, status=status, error=error,
+        final_val_loss=float(val.iloc[-1]) if len(val) else None,
+        best_val_loss=float(val.min()) if len(val) else None,
+        final_val_bpb=float(bpb.iloc[-1]) if len(bpb) else None,
+        final_train_loss=_last(df, "train_loss"), steps=steps, tokens=steps * tokens_per_step,
+        wall_seconds=round(seconds, 2),
+        tokens_per_second=round(run_here * tokens_per_step / seconds, 1) if seconds else None,
+        backend=getattr(task and task.report, "backend", None),
+        backend_reason=getattr(task, "backend_reason", None),
+        finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+    if status == rundir.Status.done and getattr(task, "cost_key", None) is not None:
+        _record_timing(task, df, wall, summary.backend)
+    summary.write(out)
+    say(f"{out}: {status.value}" + (f" ({error})" if error else "")
+        + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
     return summary
 
 

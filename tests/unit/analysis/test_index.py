@@ -467,3 +467,13 @@ def test_what_more_seeds_would_buy_follows_the_claim_rows_and_the_runs_wall_time
             better, worse = re.split(r" [<~] ", claim)
             per_seed = walls.median()[better] + walls.median()[worse]
             assert hours == f"{int(more) * per_seed / 3600:.1f}", (sweep, claim)
+
+
+def test_the_committed_current_answers_keep_every_testable_claim():
+    """A v2 sweep that ran only some arms of its ablation (components_v2, rht_gemms_v2) leaves
+    the claims it did not run at v1's verdict: the current answers count as many claims as
+    v1 has testable ones."""
+    head = (Path(__file__).resolve().parents[3] / "results" / "README.md").read_text()
+    v1 = int(re.search(r"each computation counted once \((\d+) testable\)", head)[1])
+    current = head.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
+    assert sum(int(n) for n in re.findall(r"(\d+) [a-z]", current)) == v1, current

@@ -50,9 +50,9 @@ def test_ablation_job_trains(composer, tmp_path, ablation, overrides):
                     "quant.backend=reference", "train.batch_size=16", "seed=0",
                     f"model.n_layers={depth}"])
     summary = train(cfg, tmp_path / "run")
-    assert summary["status"] == "done", summary["error"]
-    assert summary["steps"] == round(2 * apply_arm(cfg).train.tokens_multiplier)
+    assert summary.status == "done", summary.error
+    assert summary.steps == round(2 * apply_arm(cfg).train.tokens_multiplier)
     report = json.loads((tmp_path / "run" / "layer_report.json").read_text())
     quantized = [r for r in report["layers"] if r["quantized"]]
     assert bool(quantized) == (report["recipe"]["format"] != "bf16")
-    assert summary["final_val_loss"] is not None
+    assert summary.final_val_loss is not None

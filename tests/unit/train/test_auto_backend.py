@@ -21,14 +21,14 @@ def test_auto_run_states_its_choice_and_feeds_the_next(composer, tmp_path, monke
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     over = [*fast(tmp_path, steps=4), "quant=nvfp4_base", "quant.backend=auto"]
     first = train(composer(over), tmp_path / "a")
-    assert first["backend"] == "reference" and "no timings measured" in first["backend_reason"]
-    assert "timed the reference" not in first["backend_reason"]   # 4 steps: no probe ended
+    assert first.backend == "reference" and "no timings measured" in first.backend_reason
+    assert "timed the reference" not in first.backend_reason   # 4 steps: no probe ended
     ledger = cost.load(cost.ledger_path())
     (key, timings), = ledger.items()
     assert set(timings) == {"reference"} and timings["reference"].ms_per_step > 0
     second = train(composer(over), tmp_path / "b")      # now a measured reference exists
-    assert "estimated from one measured backend" in second["backend_reason"]
-    assert second["backend"] == "reference"             # 4 steps never pay for a compile
+    assert "estimated from one measured backend" in second.backend_reason
+    assert second.backend == "reference"             # 4 steps never pay for a compile
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["backend_reason"]
 
 
@@ -45,9 +45,9 @@ def test_auto_times_the_reference_then_compiles_if_it_pays(composer, tmp_path, m
     steps = WARM + PROBE + 3
     over = [*fast(tmp_path, steps=steps), "quant=nvfp4_base"]
     auto = train(composer([*over, "quant.backend=auto"]), tmp_path / "auto")
-    assert "timed the reference" in auto["backend_reason"]
-    assert auto["backend"] == ("compiled" if switched else "reference")
-    assert (f"switched to compiled at step {WARM + PROBE}" in auto["backend_reason"]) == switched
+    assert "timed the reference" in auto.backend_reason
+    assert auto.backend == ("compiled" if switched else "reference")
+    assert (f"switched to compiled at step {WARM + PROBE}" in auto.backend_reason) == switched
     (timings,) = cost.load(cost.ledger_path()).values()
     assert timings["reference"].ms_per_step > 0            # the probe's, or the run's own
     assert set(timings) == ({"reference", "compiled"} if switched else {"reference"})
@@ -56,7 +56,7 @@ def test_auto_times_the_reference_then_compiles_if_it_pays(composer, tmp_path, m
     a, r = (pd.read_csv(tmp_path / d / "metrics.csv") for d in ("auto", "reference"))
     assert a["train_loss"].dropna().tolist() == r["train_loss"].dropna().tolist()
     assert len(a["train_loss"].dropna()) == steps
-    assert auto["final_val_loss"] == reference["final_val_loss"]
+    assert auto.final_val_loss == reference.final_val_loss
 
 
 def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monkeypatch):

@@ -51,7 +51,7 @@ def runs(tmp_path_factory):
             cfg = compose("config", overrides=overrides(tmp, ablation, arm))
         run = sweep / f"{i}_arm={arm}" / "seed=3"
         summary = train(cfg, run, multirun=True, position=SweepPosition(i, None, sweep))
-        assert summary["status"] == "done", summary["error"]
+        assert summary.status == "done", summary.error
         out[ablation, arm] = run
     return out
 
@@ -119,7 +119,8 @@ def test_a_branch_is_refused_without_its_parent(composer, tmp_path):
     with pytest.raises(Refused, match="holds no finished run of arm 'nvfp4'"):
         branch.find(cfg, arm, sweep, STEPS)
     want = config_hash(apply_arm(OmegaConf.merge(cfg, {"arm": "nvfp4"})))
-    record = {"status": "done", "config_hash": want, "max_steps": STEPS}
+    record = {"status": "done", "config_hash": want, "max_steps": STEPS, "quant": "nvfp4",
+              "seed": 3, "model": "nano", "tokens_per_step": 2048}
     (parent / "summary.json").write_text(json.dumps(record))
     with pytest.raises(Refused, match=f"checkpoint of step {SWITCH}"):     # none written yet
         branch.find(cfg, arm, sweep, STEPS)

@@ -63,7 +63,7 @@ def goldens() -> dict[str, dict]:
 def test_golden_loss_trajectory(composer, tmp_path):
     cfg = composer([*fast(tmp_path, steps=6), "quant=nvfp4", "quant.backend=reference",
                     "quant.high_precision.last=0.5", "seed=0"])
-    assert train(cfg, tmp_path / "run")["status"] == "done"
+    assert train(cfg, tmp_path / "run").status == "done"
     losses = pd.read_csv(tmp_path / "run" / "metrics.csv")["train_loss"].dropna().tolist()
     assert len(losses) == 6
     mine = Machine.here().cls.slug
@@ -121,8 +121,8 @@ def test_nonfinite_stops_with_step_and_layer(composer, tmp_path, monkeypatch):
 
     monkeypatch.setattr(LMTask, "training_step", poisoned)
     summary = train(cfg, run, multirun=True)   # in a sweep: recorded, not raised
-    assert summary["status"] == "diverged"
-    assert "step 3" in summary["error"] and "blocks.1.mlp.fc1" in summary["error"]
+    assert summary.status == "diverged"
+    assert "step 3" in summary.error and "blocks.1.mlp.fc1" in summary.error
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
     assert ckpt["global_step"] == 2
     assert all(torch.isfinite(v).all() for v in ckpt["state_dict"].values()
@@ -137,7 +137,7 @@ def test_a_run_evaluates_at_its_last_step(composer, tmp_path):
     metrics = pd.read_csv(tmp_path / "run" / "metrics.csv")
     val = metrics.dropna(subset=["val_loss"])
     assert val["step"].tolist() == [3, 6, 7]
-    assert summary["final_val_loss"] == val["val_loss"].iloc[-1] != val["val_loss"].iloc[-2]
+    assert summary.final_val_loss == val["val_loss"].iloc[-1] != val["val_loss"].iloc[-2]
 
 
 @pytest.mark.parametrize("schedule", ["wsd", "cosine"])
