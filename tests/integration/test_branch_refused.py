@@ -28,4 +28,6 @@ def test_a_branch_without_its_parent_is_refused_in_one_line(tmp_path):
     lines = [line for line in r.stderr.splitlines() if line.startswith("nvfp4-lab:")]
     assert len(lines) == 1 and "branch_from='nvfp4'" in lines[0], r.stderr
     assert "run arm 'nvfp4' first" in lines[0] and "checkpoint of step 10" in lines[0]
-    assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["multirun.yaml"]
+    # the sweep's own record only (Hydra's and its plan): no job directory
+    assert sorted(p.name for p in (tmp_path / "sweep").iterdir()) == ["multirun.yaml",
+                                                                      "sweep_plan.json"]
