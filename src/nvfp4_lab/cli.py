@@ -78,6 +78,7 @@ def run(argv: list[str]) -> int:
         from hydra.types import RunMode
 
         from .train.progress import SweepPosition
+        from .train.rundir import RunExists
         from .train.sweep_plan import SweepPlan
         from .train.task import train
 
@@ -88,7 +89,7 @@ def run(argv: list[str]) -> int:
         out = Path(hc.runtime.output_dir)
         try:
             train(cfg, out, multirun=multirun, position=position)
-        except Refused as err:   # a job that cannot start: one line, not Hydra's traceback
+        except (Refused, RunExists) as err:   # cannot start: one line, not Hydra's traceback
             _drop_hydra_log(out)
             raise SystemExit(f"nvfp4-lab: {err}") from None
 

@@ -509,6 +509,7 @@ def test_a_finished_run_directory_is_never_trained_into_again(refusals):
     assert "already finished" in r["auto"].out, r["auto"]
     assert r["other"].rc != 0, r["other"]
     assert str(run) in r["other"].text and "different config" in r["other"].text, r["other"]
+    assert "Traceback" not in r["other"].err + r["never"].err
 
     assert set(after) == set(before)            # nothing added, nothing removed
     results = {k for k in before if not k.startswith(".hydra/")}

@@ -1,11 +1,12 @@
 """Stochastic rounding across two real data-parallel ranks (torch.distributed, gloo, 2 CPU
 processes).
 
-Each rank quantizes the SAME tensors through a ``QuantLinear`` whose ``QuantState.replica`` is
-its rank (as ``LMTask.setup`` sets it from the trainer's global rank):
+Each rank quantizes the SAME tensors through a ``QuantLinear`` whose ``QuantState.slot`` is
+its rank (as ``LMTask.training_step`` sets it without accumulation):
 
 * the full nvfp4 recipe's gradient operands (dgrad.dy, wgrad.dy: SR) must get different codes
-  on the two ranks, and the weight operand (fprop.w, 2D tiles) the same bytes;
+  on the two ranks, and the weight operand (fprop.w, 2D tiles, rounded to nearest) the same
+  bytes;
 * the SR noise of the two ranks must be independent, so that averaging (what the DDP
   all-reduce does to gradients) halves its mean square: for independent unbiased noise
   MSE(mean of 2) = MSE(one) / 2, for identical bits it stays MSE(one). The tests assert a
@@ -48,8 +49,8 @@ def _layer(recipe, rank: int, n_in: int, n_out: int, step: int = 3):
     lin = nn.Linear(n_in, n_out, bias=False)
     with torch.no_grad():    # the same weights on every rank, as DDP broadcasts them
         lin.weight.copy_(torch.randn(n_out, n_in, generator=torch.Generator().manual_seed(1)))
-    state = QuantState(seed=11, step=step, replica=dist.get_rank())
-    assert state.replica == rank
+    state = QuantState(seed=11, step=step, slot=dist.get_rank())
+    assert state.slot == rank
     return lin, QuantLinear.from_linear(lin, recipe=recipe, index=1, state=state)
 
 

@@ -5,7 +5,7 @@
     tokenizer.py   raw bytes, or byte-level BPE trained on the train split
     shards.py      token shards with a self-describing header
     prepared.py    documents -> train.bin / val.bin / tokenizer.json / meta.json, once
-    datamodule.py  LMDataModule: batches as a pure function of (seed, index, rank)
+    datamodule.py  LMDataModule: batches as a pure function of (seed, step, slot); Slots
 
 Typical use::
 
@@ -18,7 +18,7 @@ from ..lazy import by_module, exports
 _NAMES = by_module({
     "config": "DataConfig",
     "corpus": "DataUnavailable load_documents split_documents",
-    "datamodule": "LMDataModule",
+    "datamodule": "LMDataModule Slots",
     "prepared": "PreparedData load_prepared prepare prepared_dir",
     "shards": "ShardError read_header read_shard write_shard",
     "tokenizer": "BPETokenizer ByteTokenizer Tokenizer load_tokenizer make_tokenizer",

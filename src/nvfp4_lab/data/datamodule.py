@@ -1,24 +1,26 @@
 """``LMDataModule``: batches of token windows whose content is a function of where they are.
 
 Training batches are sampled the nanoGPT way, random windows with replacement, no epochs,
-but the randomness is not a stream that runs alongside training: micro-batch ``index`` of
-rank ``rank`` is drawn from a ``torch.Generator`` seeded by a hash of ``(seed, index,
-rank)``. So ``batch(index, rank)`` is a pure function, and resuming needs nothing but the
-step: the train loader starts at ``index = global_step * accumulate_grad_batches``, which
-Lightning restores from the checkpoint before it asks for the loader. A resumed run sees
-exactly the batches an uninterrupted one would; a run never replays the start of the data
-after a restart (nanoGPT #467), and there is no loader state to save. The hash, rather than
-``seed + index``, keeps the streams of different seeds (and ranks) unrelated instead of
-shifted copies of each other, which matters when recipes are compared paired by seed.
+but the randomness is not a stream that runs alongside training: the global batch of step
+``step`` is drawn from a ``torch.Generator`` seeded by a hash of ``(seed, step)``, and each
+micro-batch is one slot of it (``Slots``: ``accumulate`` micro-batches on each of ``world``
+ranks). So ``batch(step, slot, slots)`` is a pure function, and resuming needs nothing but
+the step, which Lightning restores from the checkpoint before it asks for the loader. A
+resumed run sees exactly the batches an uninterrupted one would; a run never replays the
+start of the data after a restart (nanoGPT #467), and there is no loader state to save. The
+hash, rather than ``seed + step``, keeps the streams of different seeds unrelated instead of
+shifted copies of each other, which matters when recipes are compared paired by seed. One
+process with batch 2b, one accumulating two micro-batches of b, and two DDP ranks of b all
+see the same 2b windows at every step.
 
-    batch(index, rank) -> (x, y)    x, y: int64 [batch_size, seq_len]; each row is a window
-                                    of seq_len + 1 tokens, y[:, t] the token after x[:, t]
+    batch(step, slot, slots) -> (x, y)   x, y: int64 [batch_size, seq_len]; each row is a
+                                         window of seq_len + 1 tokens, y[:, t] the token
+                                         after x[:, t]
 
-Validation is fixed: ``val_batches * batch_size`` windows spread evenly over the val split,
-the same for every seed and run, so validation losses compare across seeds, recipes and
-resumes. It is a map-style dataset, so under DDP Lightning's DistributedSampler shares the
-windows among ranks. If the val split is too short for that many non-overlapping windows,
-as many as fit are used, with a warning.
+Validation is fixed: ``val_batches`` global batches of windows spread evenly over the val
+split, the same for every seed and run, so validation losses compare across seeds, recipes
+and resumes; each rank evaluates its own slots of each. If the val split is too short for
+that many non-overlapping windows, as many as fit are used, with a warning.
 
 ``state_dict`` records the data's fingerprint and the seed; resuming a checkpoint onto other
 data, or with another seed (another batch order), is refused.
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
+from dataclasses import dataclass
 
 import lightning.pytorch as L
 import numpy as np
@@ -38,11 +41,40 @@ from .config import DataConfig
 from .prepared import PreparedData, load_prepared, prepare, prepared_dir
 
 
-def batch_seed(seed: int, index: int, rank: int) -> int:
-    """A 64-bit generator seed for micro-batch ``index`` of ``rank`` (stable everywhere)."""
-    digest = hashlib.blake2b(struct.pack("<3q", seed, index, rank), digest_size=8,
+def batch_seed(seed: int, step: int) -> int:
+    """A 64-bit generator seed for the global batch of ``step`` (stable everywhere). The
+    third packed id is 0: it was the rank before the ranks shared one draw, and keeping it
+    keeps the batches of every single-process run."""
+    digest = hashlib.blake2b(struct.pack("<3q", seed, step, 0), digest_size=8,
                              person=b"nvfp4-lab-train").digest()
     return int.from_bytes(digest, "little")
+
+
+@dataclass(frozen=True)
+class Slots:
+    """How one step's global batch is spread: ``accumulate`` micro-batches on each of
+    ``world`` ranks, so ``accumulate * world`` slots of ``batch_size`` rows. Micro-batch
+    ``micro`` of ``rank`` is slot ``micro * world + rank``, rows [slot * b, (slot + 1) * b).
+    Data and random bits are keyed by slot, so DDP on 2 ranks and one process accumulating 2
+    micro-batches compute the same step; only the order of the gradient sum differs."""
+
+    world: int = 1
+    accumulate: int = 1
+    rank: int = 0
+
+    @classmethod
+    def of(cls, trainer) -> Slots:
+        """The trainer's layout (one slot without a trainer)."""
+        if trainer is None:
+            return cls()
+        return cls(trainer.world_size, trainer.accumulate_grad_batches, trainer.global_rank)
+
+    @property
+    def count(self) -> int:
+        return self.world * self.accumulate
+
+    def slot(self, micro: int) -> int:
+        return micro * self.world + self.rank
 
 
 def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch.Tensor,
@@ -54,30 +86,35 @@ def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torc
 
 
 class _TrainStream(IterableDataset):
-    """batch(start, rank), batch(start + 1, rank), ... forever."""
+    """This rank's slots of step ``start``, then of ``start + 1``, ... forever."""
 
-    def __init__(self, dm: LMDataModule, start: int, rank: int):
-        self.dm, self.start, self.rank = dm, start, rank
+    def __init__(self, dm: LMDataModule, start: int, slots: Slots):
+        self.dm, self.start, self.slots = dm, start, slots
 
     def __iter__(self):
-        index = self.start
+        step = self.start
         while True:
-            yield self.dm.batch(index, self.rank)
-            index += 1
+            for micro in range(self.slots.accumulate):
+                yield self.dm.batch(step, self.slots.slot(micro), self.slots.count)
+            step += 1
 
 
-class _ValWindows(Dataset):
-    """Fixed windows of the val split; item i: (x, y), int64 [seq_len] each."""
+class _ValBatches(Dataset):
+    """This rank's validation batches: global batch k's slot s is windows
+    [(k * count + s) * b, ...) of the fixed val windows."""
 
-    def __init__(self, tokens: np.ndarray, starts: np.ndarray, seq_len: int):
-        self.tokens, self.starts, self.seq_len = tokens, starts, seq_len
+    def __init__(self, tokens: np.ndarray, starts: np.ndarray, seq_len: int, b: int,
+                 slots: Slots):
+        self.tokens, self.seq_len, self.b = tokens, seq_len, b
+        n = -(-len(starts) // b)            # a short val split may end on a partial batch
+        self.starts = [starts[i * b:(i + 1) * b] for i in range(n)
+                       if i % slots.world == slots.rank]
 
     def __len__(self) -> int:
         return len(self.starts)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        x, y = _windows(self.tokens, self.starts[i:i + 1], self.seq_len)
-        return x[0], y[0]
+        return _windows(self.tokens, self.starts[i], self.seq_len)
 
 
 def val_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
@@ -103,7 +140,7 @@ class LMDataModule(L.LightningDataModule):
                  val_batches: int):
         """seq_len: tokens per window (the model's context); batch_size: windows per
         micro-batch, per rank; seed: picks the training windows; val_batches: the validation
-        set is val_batches * batch_size fixed windows, shared by all ranks."""
+        set is val_batches global batches of fixed windows (``Slots``)."""
         super().__init__()
         if seq_len < 1 or batch_size < 1 or val_batches < 1:
             raise ValueError(f"seq_len={seq_len}, batch_size={batch_size}, val_batches="
@@ -147,26 +184,31 @@ class LMDataModule(L.LightningDataModule):
     def meta(self) -> dict:
         return self._loaded().meta
 
-    def batch(self, index: int, rank: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training micro-batch ``index`` of ``rank``: x, y int64 [batch_size, seq_len]."""
-        if index < 0 or rank < 0:
-            raise ValueError(f"index={index}, rank={rank} must be >= 0")
-        train = self._loaded().train
-        g = torch.Generator().manual_seed(batch_seed(self.seed, index, rank))
-        starts = torch.randint(0, len(train) - self.seq_len, (self.batch_size,), generator=g)
-        return _windows(train, starts.numpy(), self.seq_len)
+    def batch(self, step: int, slot: int = 0, slots: int = 1) -> tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+        """Slot ``slot`` of training step ``step``'s global batch of ``slots`` micro-batches
+        (``Slots``): x, y int64 [batch_size, seq_len]."""
+        if step < 0 or not 0 <= slot < slots:
+            raise ValueError(f"step={step}, slot={slot}, slots={slots}: need step >= 0 and "
+                             "0 <= slot < slots")
+        train, b = self._loaded().train, self.batch_size
+        g = torch.Generator().manual_seed(batch_seed(self.seed, step))
+        starts = torch.randint(0, len(train) - self.seq_len, (slots * b,), generator=g)
+        return _windows(train, starts[slot * b:(slot + 1) * b].numpy(), self.seq_len)
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
-        start = trainer.global_step * trainer.accumulate_grad_batches if trainer else 0
-        rank = trainer.global_rank if trainer else 0
+        start = trainer.global_step if trainer else 0
         # batch_size=None: the stream already yields whole batches; workers would only copy
-        return DataLoader(_TrainStream(self, start, rank), batch_size=None, num_workers=0)
+        return DataLoader(_TrainStream(self, start, Slots.of(trainer)), batch_size=None,
+                          num_workers=0)
 
     def val_dataloader(self) -> DataLoader:
-        val = self._loaded().val
-        starts = val_starts(len(val), self.seq_len, self.val_batches * self.batch_size)
-        return DataLoader(_ValWindows(val, starts, self.seq_len), batch_size=self.batch_size,
+        """``val_batches`` global batches of fixed windows; this rank's slots of each."""
+        val, slots = self._loaded().val, Slots.of(self.trainer)
+        b = self.batch_size
+        starts = val_starts(len(val), self.seq_len, self.val_batches * slots.count * b)
+        return DataLoader(_ValBatches(val, starts, self.seq_len, b, slots), batch_size=None,
                           shuffle=False)
 
     def state_dict(self) -> dict:

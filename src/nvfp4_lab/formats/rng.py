@@ -8,8 +8,8 @@ draws happened before. Here every element's bits are
     bits(key, i) = fmix32(fmix32(i XOR k0) + k1)        (uint32 arithmetic, wrap-around)
 
 where i is the element's row-major index in the tensor as passed, and (k0, k1) is a 64-bit
-key mixed on the host from the seed and the stream ids (layer, step, gemm, operand, call and,
-when nonzero, the data-parallel replica: ``spec.Stream``).
+key mixed on the host from the seed and the stream ids (layer, step, gemm, operand, call:
+``spec.Stream``).
 fmix32 is MurmurHash3's finaliser: a bijection on uint32 with full avalanche. Injecting the
 key both before and after the first finaliser keeps different keys from producing shifted
 copies of one sequence (which `fmix32(i + k)` alone would).

@@ -89,27 +89,19 @@ class RHTSpec:
 @dataclass(frozen=True)
 class Stream:
     """Ids that select random bits and RHT signs. Quantizing the same tensor with the same
-    seed and stream gives the same bytes on every backend and machine.
-
-    replica: the data-parallel rank of a per-replica tensor (an activation or gradient under
-    DDP/FSDP), so that replicas draw independent SR bits and the gradient all-reduce averages
-    their rounding noise down; 0 for a replicated tensor (a weight), which every rank must
-    quantize identically. It enters the key only when nonzero, so replica 0 (rank 0, every
-    single-process run) keeps the key of the five ids alone: the same bits as before the id
-    existed. The RHT signs ignore it (they are shared by both operands of a GEMM).
-    """
+    seed and stream gives the same bytes on every backend and machine. call: the
+    micro-batch's slot in the step's global batch (under DDP, rank and micro-batch
+    together), so that data-parallel ranks draw independent bits."""
 
     layer: int = 0
     step: int = 0
     gemm: int = 0
     operand: int = 0
     call: int = 0
-    replica: int = 0
 
     def ids(self) -> tuple[int, ...]:
-        """The ids mixed into the SR key (``rng.stream_key``); ``replica`` only when nonzero."""
-        ids = (self.layer, self.step, self.gemm, self.operand, self.call)
-        return (*ids, self.replica) if self.replica else ids
+        """The ids mixed into the SR key (``rng.stream_key``)."""
+        return (self.layer, self.step, self.gemm, self.operand, self.call)
 
 
 @dataclass(frozen=True)

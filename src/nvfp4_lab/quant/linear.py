@@ -5,12 +5,13 @@ its gradient are unchanged: quantization happens on the way into each GEMM), so 
 move freely between quantized and unquantized models. It adds what the GEMMs need:
 
 * ``index``: the layer's position among the converted layers; with the run seed, the step,
-  the micro-batch, the GEMM and the operand slot it keys the stochastic-rounding bits and the
-  RHT signs (``formats/rng.py``), so a run is reproducible and a resumed run draws the bits
-  an uninterrupted one would. The SR bits of activations and gradients are also keyed by the
-  data-parallel rank (``QuantState.replica``), those of weights are not.
+  the micro-batch's slot in the step's global batch (``data.Slots``: rank and micro-batch
+  together), the GEMM and the operand it keys the stochastic-rounding bits and the RHT signs
+  (``formats/rng.py``), so a run is reproducible, a resumed run draws the bits an
+  uninterrupted one would, and DDP ranks draw the bits one process accumulating their
+  micro-batches would.
 * ``state``: a ``QuantState`` shared by all layers of a model, which the training loop
-  advances (``step``, ``micro``) and which switches statistics on for one step in K.
+  advances (``step``, ``slot``) and which switches statistics on for one step in K.
 * ``backend``: who quantizes (``backends.py``).
 """
 from __future__ import annotations
@@ -32,18 +33,16 @@ from .recipe import AXIS, GEMMS, Recipe, gemm_of
 
 @dataclass
 class QuantState:
-    """Per-model runtime state. step: optimizer step; micro: micro-batch within the step;
-    max_steps: the run length (for fractional switches); collect_stats: record per-layer
-    statistics on the next forward/backward; replica: this process's data-parallel rank
-    (the trainer's global rank under DDP/FSDP, 0 in a single process), which keys the SR
-    bits of activations and gradients but not of weights (``QuantLinear.stream``)."""
+    """Per-model runtime state. step: optimizer step; slot: the micro-batch's slot in the
+    step's global batch (``data.Slots``: micro * world + rank; the micro-batch in one
+    process); max_steps: the run length (for fractional switches); collect_stats: record
+    per-layer statistics on the next forward/backward."""
 
     seed: int = 0
     step: int = 0
-    micro: int = 0
+    slot: int = 0
     max_steps: int | None = None
     collect_stats: bool = False
-    replica: int = 0
 
 
 class QuantLinear(nn.Linear):
@@ -82,22 +81,20 @@ class QuantLinear(nn.Linear):
     # --- called by QuantGemm -------------------------------------------------------------
 
     def stream(self, op: str) -> Stream:
-        """The random stream of operand ``op``. Activations and gradients (x, dy) are each
-        rank's own, so they carry the data-parallel rank: replicas draw independent SR bits
-        and the all-reduce averages their noise down. The weight (w) is replicated (DDP) or
-        all-gathered in full before the GEMM (FSDP), so it keeps replica 0 and every rank
-        quantizes it identically. Rank 0 and single-process runs get the pre-replica key."""
+        """The random stream of operand ``op``, keyed by the micro-batch's slot: DDP ranks
+        draw independent SR bits (the all-reduce averages their noise down), the same bits
+        one process draws for the same slots of its accumulated micro-batches."""
         gemm, slot = op.split(".")
         return Stream(layer=self.index, step=self.state.step, gemm=GEMMS.index(gemm),
                       operand=0 if slot == "dy" or gemm == "fprop" and slot == "x" else 1,
-                      call=self.state.micro, replica=0 if slot == "w" else self.state.replica)
+                      call=self.state.slot)
 
     def signs(self, gemm: str, plan: GemmPlan) -> torch.Tensor | None:
         """The RHT sign vector shared by both operands of ``gemm`` (None: no transform)."""
         rht = next((o.rht for op, o in plan.items() if op.startswith(gemm) and o.rht), None)
         if rht is None:
             return None
-        call = GEMMS.index(gemm) + len(GEMMS) * self.state.micro
+        call = GEMMS.index(gemm) + len(GEMMS) * self.state.slot
         signs = sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
         return to_device(signs, self.weight.device)  # once for both operands, no host sync
 

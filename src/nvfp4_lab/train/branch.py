@@ -24,7 +24,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import Refused, apply_arm, recipe_of
+from .schema import Refused, TrainerConfig, apply_arm, plain, recipe_of
 
 
 @dataclass(frozen=True)
@@ -102,7 +102,9 @@ def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
     if sweep is None:
         raise Refused(f"branch_from={parent!r}: a branch continues arm {parent!r}'s run "
                          f"in the same sweep; run the ablation as a sweep")
-    want = rundir.config_hash(_as_arm(raw, parent))
+    parent_cfg = _as_arm(raw, parent)
+    want = rundir.config_hash(parent_cfg,
+                              world=plain(parent_cfg.trainer, TrainerConfig).world_size())
     for path in sorted(Path(sweep).rglob(rundir.SUMMARY)):
         s = rundir.Summary.read(path.parent)
         if s.config_hash == want and s.status == rundir.Status.done:

@@ -7,10 +7,10 @@ calls ``configure_model`` inside the strategy's context, so the same code serves
 and FSDP.
 
 Every quantized GEMM draws its stochastic-rounding bits and RHT signs from (seed, layer, step,
-micro-batch, GEMM, operand), never from a global RNG: ``training_step`` tells the shared
-``QuantState`` which step and micro-batch it is in, so a resumed run rounds exactly as an
-uninterrupted one. ``setup`` puts the data-parallel rank into it, which keys the SR bits of
-activations and gradients (not weights), so that DDP/FSDP replicas round independently.
+slot, GEMM, operand), never from a global RNG: ``training_step`` tells the shared
+``QuantState`` which step it is in and which slot of the step's global batch its micro-batch
+is (``data.Slots``: micro-batch and data-parallel rank), so a resumed run rounds exactly as an
+uninterrupted one, and DDP ranks round as one process accumulating their micro-batches.
 
 A non-finite loss or gradient stops training (``NonFiniteError``) with the step and the first
 layer that produced a non-finite value named; the exception is raised before the optimizer
@@ -28,6 +28,7 @@ import lightning as L
 import torch
 from torch import nn
 
+from ..data import Slots
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
 from ..quant.linear import QuantLinear, QuantState
@@ -118,10 +119,6 @@ class LMTask(L.LightningModule):
             self._validation_started = None
 
     def setup(self, stage: str) -> None:
-        # The data-parallel rank keys the SR bits of activations and gradients (not weights),
-        # so DDP/FSDP replicas round independently and the all-reduce averages the noise down;
-        # global rank = data-parallel rank here (no tensor parallelism), 0 in one process.
-        self.qstate.replica = self.global_rank
         # Resolve and self-test the backend here, not in configure_model: Lightning runs that
         # under a torch.device context, which torch.compile cannot trace.
         if self.backend is None:
@@ -168,9 +165,10 @@ class LMTask(L.LightningModule):
         x, y = batch                                   # [B, T] each
         step = self.global_step
         self.qstate.step = step
-        self.qstate.micro = batch_idx % self.train_cfg.accumulate
+        # the slot keys SR bits and RHT signs: DDP ranks draw what accumulated micro-batches do
+        self.qstate.slot = Slots.of(self._trainer).slot(batch_idx % self.train_cfg.accumulate)
         every = self.train_cfg.stats_every
-        self.qstate.collect_stats = bool(every) and step % every == 0 and self.qstate.micro == 0
+        self.qstate.collect_stats = bool(every) and step % every == 0 and self.qstate.slot == 0
         loss = lm_loss(self(x), y)
         if not torch.isfinite(loss):
             raise NonFiniteError(f"non-finite train loss ({loss.item()}) at step {step}; first "

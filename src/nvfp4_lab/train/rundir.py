@@ -14,9 +14,11 @@
 Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
 ``resume=never`` refuses any directory that already holds a run. The config hash leaves out
-the keys that do not change what is computed (``resume``, ``trainer.progress``), and the keys
-added since runs were first hashed while they select nothing (``_as_first_hashed``), so that
-a run started by an older version still resumes, and still counts as done, after an upgrade.
+the keys that do not change what is computed (``resume``, ``trainer.progress``), hashes the
+data-parallel layout as the micro-batches it makes (``_as_slots``: 2 DDP ranks are one
+process accumulating 2), and leaves out the keys added since runs were first hashed while
+they select nothing (``_as_first_hashed``), so that a run started by an older version still
+resumes, and still counts as done, after an upgrade.
 """
 from __future__ import annotations
 
@@ -42,7 +44,8 @@ class RunExists(RuntimeError):
     """The output directory already holds a run that must not be overwritten."""
 
 
-def config_hash(cfg: DictConfig) -> str:
+def config_hash(cfg: DictConfig, *, world: int) -> str:
+    """The hash of what ``cfg`` computes on ``world`` data-parallel processes."""
     c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
     for key in VOLATILE:
         *parents, leaf = key.split(".")
@@ -50,8 +53,20 @@ def config_hash(cfg: DictConfig) -> str:
         for p in parents:
             node = node.get(p, {})
         node.pop(leaf, None)
+    _as_slots(c, world)
     _as_first_hashed(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _as_slots(c: dict, world: int) -> None:
+    """DDP (or one process) on W ranks accumulating A micro-batches computes what one process
+    accumulating W * A does (``data.Slots``): hash it as that, so either resumes the other's
+    checkpoint."""
+    train, trainer = c.get("train") or {}, c.get("trainer") or {}
+    if trainer.get("strategy") not in ("auto", "ddp"):
+        return
+    train["accumulate"] = train.get("accumulate", 1) * world
+    trainer.update(devices=1, num_nodes=1, strategy="auto")
 
 
 def _as_first_hashed(c: dict) -> None:
@@ -139,7 +154,7 @@ COLUMNS = ("job", *FIELDS)                    # sweep_summary.csv
 OPTIONAL_KEYS = ("branched_from",)            # left out of the file when unset
 
 
-def check_can_start(run: Path, chash: str, resume: str) -> str:
+def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) -> str:
     """``"new"``, ``"resume"`` or ``"done"`` for this directory, or raise ``RunExists``."""
     old = Summary.read(run)
     ckpt = Path(run) / "checkpoints" / "last.ckpt"
@@ -148,6 +163,11 @@ def check_can_start(run: Path, chash: str, resume: str) -> str:
     if resume == "never":
         raise RunExists(f"{run} already holds a run (status {old and old.status.value}); "
                         "choose another hydra.run.dir, or resume=auto to continue it")
+    if old is not None and old.tokens_per_step != tokens_per_step and old.status != Status.done:
+        raise RunExists(f"{run} was trained with {old.tokens_per_step} tokens per step, these "
+                        f"settings give {tokens_per_step} (batch x seq_len x accumulate x "
+                        "world size); resume with the original world size, or trade ranks "
+                        "for train.accumulate (2 ranks = accumulate 2)")
     if old is not None and old.config_hash != chash:
         raise RunExists(f"{run} holds a run of a different config (hash "
                         f"{old.config_hash}, this one {chash}); refusing to mix them. "

@@ -185,16 +185,30 @@ class TrainerConfig:
     threads: int = 0                # torch.set_num_threads (0: the cores, divided among jobs)
 
     def world_size(self) -> int:
-        """Data-parallel processes: from torchrun/srun when they started us, else the config."""
-        if "WORLD_SIZE" in os.environ:
-            return int(os.environ["WORLD_SIZE"])
+        """Data-parallel processes: the launcher's when torchrun or srun started us, else the
+        config's."""
+        launched = launcher_layout()
+        if launched:
+            return launched[0] * launched[1]
         devices = self.devices if isinstance(self.devices, int) else 1
         return devices * self.num_nodes
 
+    def layout(self) -> tuple[Any, int]:
+        """(devices, num_nodes) for Lightning: under a launcher, ``devices: auto`` and the
+        default one node become its processes per node and nodes (Lightning needs their
+        product to be the world size, and ``auto`` on a CPU means one)."""
+        launched = launcher_layout()
+        if not launched:
+            return self.devices, self.num_nodes
+        per_node, nodes = launched
+        return (per_node if self.devices == "auto" else self.devices,
+                nodes if self.num_nodes == 1 else self.num_nodes)
+
     def check_launch(self, multirun: bool) -> None:
-        """Lightning cannot spawn DDP workers from inside a Hydra multirun job: each worker
-        re-runs the whole sweep (docs/architecture.md, Scaling out). Processes must come from
-        outside."""
+        """Refuse, before anything is written, what Lightning would fail on after: DDP workers
+        spawned from inside a Hydra multirun job (each re-runs the whole sweep;
+        docs/architecture.md, Scaling out), a process count other than the launcher's, and
+        FSDP on a CPU."""
         external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
         many = self.devices not in (1, "1", [0]) or self.num_nodes > 1
         if multirun and many and not external:
@@ -203,6 +217,37 @@ class TrainerConfig:
                 "whole sweep in every worker. Run multi-device jobs one at a time under "
                 "`torchrun --nproc_per_node=N --no-python nvfp4-lab run trainer=ddp ...`, or "
                 "sweep on SLURM with launcher=submitit (one task per GPU).")
+        devices, nodes = self.layout()
+        if launcher_layout() and isinstance(devices, int) \
+                and devices * nodes != self.world_size():
+            raise Refused(
+                f"trainer.devices={devices} x trainer.num_nodes={nodes} is not the "
+                f"{self.world_size()} processes the launcher started; leave "
+                "trainer.devices=auto to take the launcher's count")
+        if self.strategy == "fsdp" and not _has_gpu(self.accelerator):
+            raise Refused(
+                f"trainer=fsdp with trainer.accelerator={self.accelerator}: Lightning's FSDP "
+                "needs GPUs; on a CPU use trainer=ddp trainer.accelerator=cpu")
+
+
+def launcher_layout() -> tuple[int, int] | None:
+    """(processes per node, nodes) when torchrun (LOCAL_WORLD_SIZE, WORLD_SIZE) or srun
+    (SLURM_NTASKS, SLURM_NNODES) started this process, else None."""
+    env = os.environ
+    if "LOCAL_WORLD_SIZE" in env and "WORLD_SIZE" in env:
+        per_node = int(env["LOCAL_WORLD_SIZE"])
+        return per_node, int(env["WORLD_SIZE"]) // per_node
+    if "SLURM_NTASKS" in env and "SLURM_NNODES" in env:
+        nodes = int(env["SLURM_NNODES"])
+        return int(env["SLURM_NTASKS"]) // nodes, nodes
+    return None
+
+
+def _has_gpu(accelerator: str) -> bool:
+    if accelerator == "cpu":
+        return False
+    import torch   # here, not at import: the command-line check runs without it otherwise
+    return torch.cuda.is_available()
 
 
 @dataclass

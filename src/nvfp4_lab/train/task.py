@@ -47,13 +47,13 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
     tr.check_launch(multirun)
-    chash = rundir.config_hash(cfg)
-    state = rundir.check_can_start(out, chash, cfg.resume)
+    chash = rundir.config_hash(cfg, world=tr.world_size())
+    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
+    state = rundir.check_can_start(out, chash, cfg.resume, tokens_per_step)
     if state == "done":
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
     max_steps = t.run_length(tokens_per_step)
     fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
     rank0 = int(os.environ.get("RANK", 0)) == 0   # under torchrun/srun only rank 0 writes
@@ -199,11 +199,13 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
                  BackendProbe(), SaveForBranches(out, branch_steps),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]
+    devices, num_nodes = tr.layout()
     return L.Trainer(
-        accelerator=tr.accelerator, devices=tr.devices, num_nodes=tr.num_nodes,
+        accelerator=tr.accelerator, devices=devices, num_nodes=num_nodes,
         strategy=tr.strategy, precision=tr.precision, deterministic=tr.deterministic,
-        max_steps=max_steps, val_check_interval=t.val_every, check_val_every_n_epoch=None,
-        limit_val_batches=t.val_batches, accumulate_grad_batches=t.accumulate,
+        max_steps=max_steps, val_check_interval=t.val_every * t.accumulate,   # in batches
+        check_val_every_n_epoch=None,
+        accumulate_grad_batches=t.accumulate, use_distributed_sampler=False,
         gradient_clip_val=t.grad_clip or None, log_every_n_steps=t.log_every,
         logger=loggers, callbacks=callbacks, enable_progress_bar=rich,
         enable_model_summary=False, num_sanity_val_steps=0, default_root_dir=out)

@@ -1,4 +1,4 @@
-"""LMDataModule: batches are a pure function of (seed, index, rank); validation is fixed."""
+"""LMDataModule: batches are a pure function of (seed, step, slot); validation is fixed."""
 import itertools
 from types import SimpleNamespace
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from nvfp4_lab.data import LMDataModule
+from nvfp4_lab.data import LMDataModule, Slots
 from nvfp4_lab.data.datamodule import val_starts
 
 SEQ, BATCH = 32, 4
@@ -26,15 +26,41 @@ def _stream(arr):
 
 def test_batch_is_a_pure_function(pydoc_dirs):
     dm = make_dm(pydoc_dirs, seed=7)
-    x, y = dm.batch(3, rank=1)
+    x, y = dm.batch(3, slot=1, slots=2)
     assert x.shape == y.shape == (BATCH, SEQ) and x.dtype == y.dtype == torch.int64
     # recomputed, by this or by a fresh module: identical
-    assert all(torch.equal(a, b) for a, b in zip((x, y), dm.batch(3, rank=1)))
-    assert torch.equal(make_dm(pydoc_dirs, seed=7).batch(3, rank=1)[0], x)
-    # any other seed, index or rank: different windows
-    others = [make_dm(pydoc_dirs, seed=8).batch(3, 1), dm.batch(4, 1), dm.batch(3, 0),
-              dm.batch(1, 3)]
+    assert all(torch.equal(a, b) for a, b in zip((x, y), dm.batch(3, 1, 2)))
+    assert torch.equal(make_dm(pydoc_dirs, seed=7).batch(3, 1, 2)[0], x)
+    # any other seed, step or slot: different windows
+    others = [make_dm(pydoc_dirs, seed=8).batch(3, 1, 2), dm.batch(4, 1, 2), dm.batch(3, 0, 2),
+              dm.batch(1, 3, 4)]
     assert not any(torch.equal(o[0], x) for o in others)
+    with pytest.raises(ValueError, match="slot=2, slots=2"):
+        dm.batch(3, 2, 2)
+
+
+def test_slots_split_one_global_batch(pydoc_dirs):
+    """One process with batch 4b sees, row for row, the 4 slots of batch b: whatever ranks
+    and micro-batches hold them. With one slot the draw is the one of a single process before
+    slots existed: the first b windows of the generator seeded by (seed, step, 0)."""
+    small, big = make_dm(pydoc_dirs, seed=5), make_dm(pydoc_dirs, seed=5)
+    big.batch_size = 4 * BATCH
+    for step in (0, 9):
+        whole = big.batch(step)[0]
+        parts = torch.cat([small.batch(step, s, 4)[0] for s in range(4)])
+        assert torch.equal(whole, parts)
+        assert torch.equal(small.batch(step)[0], whole[:BATCH])
+    from nvfp4_lab.data.datamodule import batch_seed
+    g = torch.Generator().manual_seed(batch_seed(5, 9))
+    start = int(torch.randint(0, len(small.data.train) - SEQ, (1,), generator=g))
+    want = torch.from_numpy(np.asarray(small.data.train[start:start + SEQ], dtype=np.int64))
+    assert torch.equal(small.batch(9)[0][0], want)
+
+
+def test_slot_is_micro_batch_then_rank():
+    assert [Slots(world=2, accumulate=3, rank=1).slot(m) for m in range(3)] == [1, 3, 5]
+    assert Slots(world=2, accumulate=3).count == 6
+    assert Slots.of(None) == Slots()
 
 
 def test_windows_come_from_the_train_split_and_cover_it(pydoc_dirs):
@@ -53,15 +79,34 @@ def test_windows_come_from_the_train_split_and_cover_it(pydoc_dirs):
     assert min(found) < 0.05 * len(train) and max(found) > 0.95 * len(train)
 
 
-@pytest.mark.parametrize("step, accumulate, rank", [(0, 1, 0), (5, 1, 0), (5, 4, 1)])
-def test_train_loader_starts_at_the_step(pydoc_dirs, step, accumulate, rank):
+@pytest.mark.parametrize("step, accumulate, rank, world", [(0, 1, 0, 1), (5, 1, 0, 1),
+                                                          (5, 2, 1, 2), (5, 1, 1, 3)])
+def test_train_loader_starts_at_the_step(pydoc_dirs, step, accumulate, rank, world):
     dm = make_dm(pydoc_dirs)
     dm.trainer = SimpleNamespace(global_step=step, accumulate_grad_batches=accumulate,
-                                 global_rank=rank)
-    got = list(itertools.islice(dm.train_dataloader(), 3))
+                                 global_rank=rank, world_size=world)
+    got = list(itertools.islice(dm.train_dataloader(), 4))
     for k, (x, y) in enumerate(got):
-        want_x, want_y = dm.batch(step * accumulate + k, rank)
+        micro = k % accumulate
+        want_x, want_y = dm.batch(step + k // accumulate, micro * world + rank,
+                                  accumulate * world)
         assert torch.equal(x, want_x) and torch.equal(y, want_y)
+
+
+def test_ranks_share_the_validation_batches_of_one_process(pydoc_dirs):
+    """Two ranks of batch b evaluate, between them, the batches one process accumulating two
+    micro-batches of b evaluates: the same windows, in the same batches."""
+    def batches(accumulate, rank, world):
+        dm = make_dm(pydoc_dirs)
+        dm.trainer = SimpleNamespace(global_step=0, accumulate_grad_batches=accumulate,
+                                     global_rank=rank, world_size=world)
+        return [x for x, _ in dm.val_dataloader()]
+    one = batches(2, 0, 1)
+    ranks = [batches(1, r, 2) for r in (0, 1)]
+    assert len(one) == 6 and [len(r) for r in ranks] == [3, 3]
+    assert all(torch.equal(one[2 * k + r], ranks[r][k]) for k in range(3) for r in (0, 1))
+    windows = torch.cat(one)
+    assert len(torch.unique(windows, dim=0)) == 6 * BATCH     # 3 global batches of 2b
 
 
 def test_val_windows_are_fixed_and_spread(pydoc_dirs):
@@ -145,4 +190,4 @@ def test_lightning_resume_sees_the_uninterrupted_batches(pydoc_dirs, tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(straight, first + second))
     ref = dm()
     ref.setup()
-    assert all(torch.equal(x, ref.batch(i)[0]) for i, x in enumerate(straight))
+    assert all(torch.equal(x, ref.batch(i // 2, i % 2, 2)[0]) for i, x in enumerate(straight))

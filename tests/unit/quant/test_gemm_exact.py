@@ -10,10 +10,10 @@ codes, block scales, amax) or from ``formats.fake_quantize_parts``, with quantiz
 written out here from the paper's recipes (not read from ``operand_plan``), the SR stream
 
     Stream(layer=index, step, gemm=0/1/2 for fprop/dgrad/wgrad, operand=0 for X or dY and
-           1 for W or the Wgrad X, call=micro)
+           1 for W or the Wgrad X, call=slot)
 
-and the RHT signs ``sign_vector(size, policy, rht.seed, index, step, gemm + 3 * micro)``.
-The layer's results must equal them with torch.equal. Layer index, seed, step and micro are
+and the RHT signs ``sign_vector(size, policy, rht.seed, index, step, gemm + 3 * slot)``.
+The layer's results must equal them with torch.equal. Layer index, seed, step and slot are
 all non-zero so that a stream or sign id taken from the wrong place changes the bits (the
 sensitivity tests check that it does).
 """
@@ -37,7 +37,7 @@ from nvfp4_lab.formats import (
 from nvfp4_lab.formats.hadamard import rht_dim
 from nvfp4_lab.quant import Backend, HighPrecision, QuantLinear, QuantState, Recipe, preset
 
-SEED, INDEX, STEP, MICRO = 11, 3, 7, 2
+SEED, INDEX, STEP, SLOT = 11, 3, 7, 2
 GEMM_ID = {"fprop": 0, "dgrad": 1, "wgrad": 2}
 BF16 = torch.bfloat16
 
@@ -98,7 +98,7 @@ CASES = {  # name: (recipe, hand-written operand quantizers)
     # one amax per token for X: Fprop's output row i is scaled by A_x[i] A_w / 2688^2
     "nvfp4_row_scaled": (preset("nvfp4_row_scaled", high_precision=HighPrecision()),
                          _fp4("nvfp4", 16, RHTSpec(16), x_rows=True)),
-    # signs that depend on (layer, step, call): pins down the RHT call id gemm + 3 * micro
+    # signs that depend on (layer, step, call): pins down the RHT call id gemm + 3 * slot
     "nvfp4_per_call_signs": (preset("nvfp4", high_precision=HighPrecision(), rht=PER_CALL),
                              _fp4("nvfp4", 16, RHTSpec(16, "per_call", 5))),
 }
@@ -124,7 +124,7 @@ def quant_layer(lin: nn.Linear, recipe: Recipe, *, step: int = STEP,
     """A QuantLinear on a copy of ``lin``'s weight (fresh .grad), reference backend."""
     return QuantLinear.from_linear(
         copy.deepcopy(lin), recipe=recipe, index=INDEX, backend=Backend(),
-        state=QuantState(seed=SEED, step=step, micro=MICRO, max_steps=max_steps))
+        state=QuantState(seed=SEED, step=step, slot=SLOT, max_steps=max_steps))
 
 
 def run(module: nn.Module, x: torch.Tensor, dy: torch.Tensor, amp: bool):
@@ -139,14 +139,14 @@ def run(module: nn.Module, x: torch.Tensor, dy: torch.Tensor, amp: bool):
 def stream(op: str) -> Stream:
     gemm, slot = op.split(".")
     return Stream(layer=INDEX, step=STEP, gemm=GEMM_ID[gemm],
-                  operand=0 if slot == "dy" or op == "fprop.x" else 1, call=MICRO)
+                  operand=0 if slot == "dy" or op == "fprop.x" else 1, call=SLOT)
 
 
 def signs(op: str, spec: QuantSpec) -> torch.Tensor | None:
     if spec.rht is None:
         return None
     r = spec.rht
-    call = GEMM_ID[op.split(".")[0]] + 3 * MICRO
+    call = GEMM_ID[op.split(".")[0]] + 3 * SLOT
     return sign_vector(r.size, r.signs, r.seed, INDEX, STEP, call)
 
 
@@ -281,11 +281,11 @@ def test_qtensor_and_fake_quantize_parts_agree_on_every_operand():
 # Each wrong id changes the bits of the GEMM that uses it: the equality above has teeth.
 WRONG = {
     "dgrad.dy call=0": ("dgrad.dy", Stream(INDEX, STEP, 1, 0, 0), None, 1),
-    "dgrad.dy gemm=2": ("dgrad.dy", Stream(INDEX, STEP, 2, 0, MICRO), None, 1),
-    "dgrad.dy layer=0": ("dgrad.dy", Stream(0, STEP, 1, 0, MICRO), None, 1),
-    "wgrad.dy step+1": ("wgrad.dy", Stream(INDEX, STEP + 1, 2, 0, MICRO), None, 2),
-    "wgrad.dy operand=1": ("wgrad.dy", Stream(INDEX, STEP, 2, 1, MICRO), None, 2),
-    "wgrad signs call=micro": ("wgrad.x", Stream(INDEX, STEP, 2, 1, MICRO), MICRO, 2),
+    "dgrad.dy gemm=2": ("dgrad.dy", Stream(INDEX, STEP, 2, 0, SLOT), None, 1),
+    "dgrad.dy layer=0": ("dgrad.dy", Stream(0, STEP, 1, 0, SLOT), None, 1),
+    "wgrad.dy step+1": ("wgrad.dy", Stream(INDEX, STEP + 1, 2, 0, SLOT), None, 2),
+    "wgrad.dy operand=1": ("wgrad.dy", Stream(INDEX, STEP, 2, 1, SLOT), None, 2),
+    "wgrad signs call=micro": ("wgrad.x", Stream(INDEX, STEP, 2, 1, SLOT), SLOT, 2),
 }
 
 
@@ -347,7 +347,7 @@ def test_wgrad_rht_cancels_without_quantization():
     y, gx, gw = run(quant_layer(lin, recipe), x, dy, False)
     hp = run(copy.deepcopy(lin), x, dy, False)
     assert torch.equal(y, hp[0]) and torch.equal(gx, hp[1])  # Fprop and Dgrad untouched
-    s = sign_vector(16, "fixed", 0, INDEX, STEP, 2 + 3 * MICRO)
+    s = sign_vector(16, "fixed", 0, INDEX, STEP, 2 + 3 * SLOT)
     # the layer multiplies the rotated operands, (dY R)^T (X R) = dY^T R R^T X ...
     assert torch.equal(gw, rht_dim(dy, s, 0).t() @ rht_dim(x, s, 0))
     assert not torch.equal(gw, hp[2])  # ... so it does transform (its rounding shows) ...
@@ -436,10 +436,10 @@ def test_forward_switch_keeps_the_quantized_2d_dgrad_weight(weight_rounding):
     w_spec = QuantSpec("nvfp4", block=(16, 16), rounding=weight_rounding)
     dy2 = dy.reshape(-1, 64)
     dy_q = fake_quantize_parts(dy2, CASES["nvfp4"][1]["dgrad.dy"], seed=SEED,
-                               stream=Stream(INDEX, SWITCH_AT, 1, 0, MICRO))
+                               stream=Stream(INDEX, SWITCH_AT, 1, 0, SLOT))
     for name, (gemm, operand) in {"fprop.w": (0, 1), "dgrad.w": (1, 1)}.items():
         w_q = fake_quantize_parts(lin.weight.detach(), w_spec, seed=SEED,
-                                  stream=Stream(INDEX, SWITCH_AT, gemm, operand, MICRO))
+                                  stream=Stream(INDEX, SWITCH_AT, gemm, operand, SLOT))
         same = torch.equal(got[1], hand_gemm(dy_q, w_q, torch.float32).reshape(x.shape))
         # RNE ignores the stream; with SR only fprop.w's stream reproduces the bits
         assert same == (name == "fprop.w" or weight_rounding == "rne"), name

@@ -44,11 +44,11 @@ def wgrad_only(rounding: str = "sr", mode: str = "exact") -> Recipe:
 
 
 def layer_dw(recipe: Recipe, x: torch.Tensor, dy: torch.Tensor, *, seed: int = 0,
-             step: int = 0, index: int = 0, micro: int = 0) -> torch.Tensor:
+             step: int = 0, index: int = 0, slot: int = 0) -> torch.Tensor:
     """dW of a fresh QuantLinear(K -> N) for one forward/backward with upstream gradient dy."""
     lin = nn.Linear(x.shape[1], dy.shape[1], bias=False)
     layer = QuantLinear.from_linear(lin, recipe=recipe, index=index,
-                                    state=QuantState(seed=seed, step=step, micro=micro))
+                                    state=QuantState(seed=seed, step=step, slot=slot))
     layer(x).backward(dy)
     return lin.weight.grad
 
@@ -265,15 +265,15 @@ def _random_operands(seed: int = 3):
 
 @pytest.mark.parametrize("recipe", [wgrad_only("sr", "exact"), wgrad_only("sr", "hw8"),
                                     PRESETS["nvfp4"]], ids=["exact", "hw8", "nvfp4"])
-def test_sr_bits_are_keyed_by_seed_step_layer_and_micro(recipe):
-    """Same (seed, step, layer, micro-batch) -> bit-identical dW from two fresh layers;
+def test_sr_bits_are_keyed_by_seed_step_layer_and_slot(recipe):
+    """Same (seed, step, layer, slot) -> bit-identical dW from two fresh layers;
     changing any one of them changes the SR bits, hence dW (64 x 16 random dY: thousands of
     rounding decisions, so equality by chance is impossible)."""
     x, dy = _random_operands()
-    base = layer_dw(recipe, x, dy, seed=1, step=5, index=2, micro=0)
-    assert torch.equal(base, layer_dw(recipe, x, dy, seed=1, step=5, index=2, micro=0))
-    for change in ({"seed": 2}, {"step": 6}, {"index": 3}, {"micro": 1}):
-        kw = {"seed": 1, "step": 5, "index": 2, "micro": 0} | change
+    base = layer_dw(recipe, x, dy, seed=1, step=5, index=2, slot=0)
+    assert torch.equal(base, layer_dw(recipe, x, dy, seed=1, step=5, index=2, slot=0))
+    for change in ({"seed": 2}, {"step": 6}, {"index": 3}, {"slot": 1}):
+        kw = {"seed": 1, "step": 5, "index": 2, "slot": 0} | change
         assert not torch.equal(base, layer_dw(recipe, x, dy, **kw)), change
 
 

@@ -118,7 +118,7 @@ def test_a_branch_is_refused_without_its_parent(composer, tmp_path):
     parent.mkdir(parents=True)
     with pytest.raises(Refused, match="holds no finished run of arm 'nvfp4'"):
         branch.find(cfg, arm, sweep, STEPS)
-    want = config_hash(apply_arm(OmegaConf.merge(cfg, {"arm": "nvfp4"})))
+    want = config_hash(apply_arm(OmegaConf.merge(cfg, {"arm": "nvfp4"})), world=1)
     record = {"status": "done", "config_hash": want, "max_steps": STEPS, "quant": "nvfp4",
               "seed": 3, "model": "nano", "tokens_per_step": 2048}
     (parent / "summary.json").write_text(json.dumps(record))

@@ -28,7 +28,7 @@ def today(overrides: dict | None = None):
 def test_a_run_from_before_the_new_keys_hashes_as_it_did():
     cfg = today()
     assert cfg.model.pattern == "" and cfg.quant.four_over_six.operands == []  # added keys
-    assert config_hash(cfg) == RECORDED
+    assert config_hash(cfg, world=1) == RECORDED
 
 
 def test_the_new_keys_count_once_they_select_something():
@@ -39,12 +39,27 @@ def test_the_new_keys_count_once_they_select_something():
                {"quant": {"row_scaled": ["fprop.x"]}},
                {"quant": {"ms_eden": ["dgrad.dy"]}},
                {"branch_from": "nvfp4"}]
-    hashes = {config_hash(today(c)) for c in changed}
+    hashes = {config_hash(today(c), world=1) for c in changed}
     assert len(hashes) == len(changed) and RECORDED not in hashes
 
 
 def test_keys_that_do_not_change_the_computation_are_left_out():
-    assert config_hash(today({"resume": "never", "trainer": {"progress": "none"}})) == RECORDED
+    quiet = {"resume": "never", "trainer": {"progress": "none"}}
+    assert config_hash(today(quiet), world=1) == RECORDED
     # the Mamba-2 shape of a transformer (no pattern) changes nothing either
-    assert config_hash(today({"model": {"mamba_state": 64}})) == RECORDED
-    assert config_hash(today({"seed": 1})) != RECORDED
+    assert config_hash(today({"model": {"mamba_state": 64}}), world=1) == RECORDED
+    assert config_hash(today({"seed": 1}), world=1) != RECORDED
+
+
+def test_the_layout_is_hashed_as_the_slots_it_makes():
+    """2 DDP ranks compute what one process accumulating 2 micro-batches does
+    (docs/scaling_out.md): one hash. A batch of 2b, 4 ranks, or FSDP are other runs."""
+    ddp = {"trainer": {"strategy": "ddp", "devices": "auto"}}
+    accumulating = config_hash(today({"train": {"accumulate": 2}}), world=1)
+    assert config_hash(today(ddp), world=2) == accumulating != RECORDED
+    assert config_hash(today(ddp), world=1) == RECORDED
+    batch = today()["train"]["batch_size"]
+    others = {config_hash(today({"train": {"batch_size": 2 * batch}}), world=1),
+              config_hash(today(ddp), world=4),
+              config_hash(today({"trainer": {"strategy": "fsdp"}}), world=2)}
+    assert accumulating not in others and len(others) == 3

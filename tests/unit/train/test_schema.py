@@ -1,0 +1,45 @@
+"""``TrainerConfig``'s launch rules: devices and nodes from torchrun or srun, and the
+refusals that come before anything is written."""
+from __future__ import annotations
+
+import pytest
+
+from nvfp4_lab.train.schema import Refused, TrainerConfig, launcher_layout
+
+LAUNCHER_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_NNODES")
+
+
+@pytest.fixture
+def env(monkeypatch):
+    for key in LAUNCHER_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    return monkeypatch
+
+
+def test_no_launcher_keeps_the_config(env):
+    assert launcher_layout() is None
+    tr = TrainerConfig(devices=2, num_nodes=3)
+    assert tr.layout() == (2, 3) and tr.world_size() == 6
+    assert TrainerConfig(devices="auto").world_size() == 1
+
+
+@pytest.mark.parametrize("launcher, want", [
+    ({"WORLD_SIZE": "8", "LOCAL_WORLD_SIZE": "4", "LOCAL_RANK": "1"}, (4, 2)),     # torchrun
+    ({"SLURM_NTASKS": "12", "SLURM_NNODES": "3"}, (4, 3)),                          # srun
+])
+def test_auto_devices_take_the_launchers_processes(env, launcher, want):
+    for key, value in launcher.items():
+        env.setenv(key, value)
+    assert launcher_layout() == want
+    tr = TrainerConfig(strategy="ddp", devices="auto")
+    assert tr.layout() == want and tr.world_size() == want[0] * want[1]
+    tr.check_launch(multirun=False)
+    with pytest.raises(Refused, match=r"trainer.devices=1 x trainer.num_nodes=\d is not the "
+                                      rf"{want[0] * want[1]} processes"):
+        TrainerConfig(strategy="ddp", devices=1).check_launch(multirun=False)
+
+
+def test_fsdp_on_a_cpu_is_refused_naming_ddp(env):
+    with pytest.raises(Refused, match="trainer=ddp trainer.accelerator=cpu"):
+        TrainerConfig(strategy="fsdp", accelerator="cpu").check_launch(multirun=False)
+    TrainerConfig(strategy="ddp", accelerator="cpu").check_launch(multirun=False)
