@@ -78,7 +78,7 @@ def run(argv: list[str]) -> int:
         from hydra.types import RunMode
 
         from .train.progress import SweepPosition
-        from .train.rundir import RunExists
+        from .train.rundir import RankFailed, RunExists
         from .train.sweep_plan import SweepPlan
         from .train.task import train
 
@@ -91,6 +91,8 @@ def run(argv: list[str]) -> int:
             train(cfg, out, multirun=multirun, position=position)
         except (Refused, RunExists) as err:   # cannot start: one line, not Hydra's traceback
             _drop_hydra_log(out)
+            raise SystemExit(f"nvfp4-lab: {err}") from None
+        except RankFailed as err:   # the cause is recorded; one line on each rank
             raise SystemExit(f"nvfp4-lab: {err}") from None
 
     try:

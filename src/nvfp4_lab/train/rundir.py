@@ -7,6 +7,7 @@
       checkpoints/branch/    the steps other arms branch from (train/branch.py)
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
+      errors/rank<R>.txt   a failed data-parallel rank's status, cause and traceback
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
       summary.json         ``Summary``: status (running | done | failed | diverged), losses,
                            tokens, speed, backend, device, machine class, git SHA, config hash
@@ -152,6 +153,45 @@ class Summary:
 FIELDS = tuple(f.name for f in dataclasses.fields(Summary))
 COLUMNS = ("job", *FIELDS)                    # sweep_summary.csv
 OPTIONAL_KEYS = ("branched_from",)            # left out of the file when unset
+
+
+class RankFailed(RuntimeError):
+    """A data-parallel run stopped; the message names the first rank that failed and why."""
+
+
+@dataclass(frozen=True)
+class RankError:
+    """Why a data-parallel rank stopped: ``errors/rank<R>.txt`` holds its status, its cause
+    and the traceback, one file per rank."""
+
+    rank: int
+    status: Status
+    cause: str
+
+    def __str__(self) -> str:
+        return f"rank {self.rank}: {self.cause}"
+
+    def record(self, run: Path, trace: str) -> None:
+        """Atomically: a reader never sees half a record."""
+        folder = Path(run) / "errors"
+        folder.mkdir(exist_ok=True)
+        tmp = folder / f"rank{self.rank}.txt.{os.getpid()}.tmp"
+        tmp.write_text(f"{self.status.value}\n{self.cause}\n{trace}")
+        tmp.replace(folder / f"rank{self.rank}.txt")
+
+    @classmethod
+    def first(cls, run: Path, since: float) -> RankError | None:
+        """The earliest record written at or after ``since`` (epoch seconds: this attempt's,
+        not an earlier one's), or None. A rank that fails first records its cause before it
+        exits, and the others fail only once it has exited (their collectives lose it), so
+        the earliest record is the root cause."""
+        found = [(p.stat().st_mtime, p) for p in (Path(run) / "errors").glob("rank*.txt")
+                 if p.stat().st_mtime >= since]
+        if not found:
+            return None
+        path = min(found)[1]
+        status, cause = path.read_text().splitlines()[:2]
+        return cls(int(path.stem.removeprefix("rank")), Status(status), cause)
 
 
 def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) -> str:

@@ -18,6 +18,7 @@ import dataclasses
 import os
 import statistics
 import time
+import traceback
 from pathlib import Path
 
 import lightning as L
@@ -75,7 +76,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
     if rank0:
         base.write(out)
-    wall, task = time.perf_counter(), None
+    wall, since, task = time.perf_counter(), time.time(), None
     try:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         dm = LMDataModule(data_cfg, seq_len=t.seq_len, batch_size=t.batch_size,
@@ -98,9 +99,16 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         status, error = rundir.Status.diverged, str(err)
     except Exception as err:    # recorded, then re-raised outside a sweep
         status, error = rundir.Status.failed, f"{type(err).__name__}: {err}"
-        if not multirun:
+        if not multirun and tr.world_size() == 1:
             _finish(out, base, status, error, wall, tokens_per_step, task, fork)
             raise
+    if status != rundir.Status.done and tr.world_size() > 1:
+        # every rank stops: name the first that failed (RecordRankError), not the
+        # connection errors of those that lost it
+        first = rundir.RankError.first(out, since) or \
+            rundir.RankError(int(os.environ.get("RANK", 0)), status, error)
+        _finish(out, base, first.status, str(first), wall, tokens_per_step, task, fork)
+        raise rundir.RankFailed(f"{first} (every rank stopped; tracebacks in {out}/errors)")
     summary = _finish(out, base, status, error, wall, tokens_per_step, task, fork)
     if status == rundir.Status.diverged and not multirun:
         raise NonFiniteError(error)
@@ -173,6 +181,24 @@ def _device_name(tr: TrainerConfig) -> str:
     return f"cpu ({Machine.here().describe()})"
 
 
+class RecordRankError(Callback):
+    """A data-parallel rank's exception, recorded in the run directory before Lightning tears
+    the rank down (``rundir.record_rank_error``), so that the rank that failed first is named
+    rather than those whose collectives then lost it."""
+
+    def __init__(self, out: Path):
+        self.out = out
+
+    def on_exception(self, trainer, pl_module, exception: BaseException) -> None:
+        if trainer.world_size > 1:
+            diverged = isinstance(exception, NonFiniteError)
+            error = rundir.RankError(
+                trainer.global_rank,
+                rundir.Status.diverged if diverged else rundir.Status.failed,
+                str(exception) if diverged else f"{type(exception).__name__}: {exception}")
+            error.record(self.out, traceback.format_exc())
+
+
 class SaveForBranches(Callback):
     """Writes ``branch.checkpoint_path(out, N)`` once the run has done N optimizer steps, for
     each N at which an arm branches from this one (``branch.save_steps``)."""
@@ -196,7 +222,7 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0),
-                 BackendProbe(), SaveForBranches(out, branch_steps),
+                 BackendProbe(), SaveForBranches(out, branch_steps), RecordRankError(out),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]
     devices, num_nodes = tr.layout()

@@ -3,10 +3,12 @@ every file the project has published and written back as the same record."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 
+from nvfp4_lab.train import rundir
 from nvfp4_lab.train.rundir import COLUMNS, Status, Summary
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
@@ -48,3 +50,20 @@ def test_the_sweep_columns_lead_with_what_a_reader_compares():
     assert COLUMNS[:10] == ("job", "status", "quant", "arm", "seed", "model", "steps",
                             "tokens", "final_val_loss", "best_val_loss")
     assert len(set(COLUMNS)) == len(COLUMNS)
+
+
+def test_the_first_rank_error_of_this_attempt_is_the_cause(tmp_path):
+    old = rundir.RankError(0, rundir.Status.failed, "RuntimeError: an earlier attempt's")
+    old.record(tmp_path, "trace 0")
+    stamp = (tmp_path / "errors" / "rank0.txt").stat().st_mtime
+    os.utime(tmp_path / "errors" / "rank0.txt", (stamp - 60, stamp - 60))
+    assert rundir.RankError.first(tmp_path, since=stamp - 30) is None
+    cause = rundir.RankError(1, rundir.Status.diverged, "non-finite train loss at step 2")
+    cause.record(tmp_path, "trace 1")
+    lost = rundir.RankError(0, rundir.Status.failed, "RuntimeError: connection closed")
+    lost.record(tmp_path, "trace 0")
+    os.utime(tmp_path / "errors" / "rank0.txt", (stamp + 5, stamp + 5))
+    os.utime(tmp_path / "errors" / "rank1.txt", (stamp + 1, stamp + 1))
+    assert rundir.RankError.first(tmp_path, since=stamp - 30) == cause
+    assert str(cause) == "rank 1: non-finite train loss at step 2"
+    assert (tmp_path / "errors" / "rank1.txt").read_text().endswith("trace 1")
