@@ -78,9 +78,8 @@ CASES = {
     "fp8 tensor codes": (fp8._tensor_kernel, dict(FP8, x_ptr="*fp32", out_ptr="*u8"),
                          dict(BLOCK=1024, CODES=True, **E4M3)),
 }
-# the launchers' num_warps where it is not 4 (fp8.py: 8 for tiles of 8K elements and the
-# per-tensor kernels)
-WARPS = {"fp8 rows": 8, "fp8 tensor amax": 8, "fp8 tensor codes": 8}
+# the launchers' num_warps (fp4._tiles, fp8.py): 8, but 4 for fp4's 2K-element tiles
+WARPS = {"fp4 rows mxfp4 sr codes": 4}
 
 
 def spills(ptx, arch):  # bytes of spill stores and loads that ptxas -v reports
@@ -101,7 +100,7 @@ for case, (kernel, types, consts) in CASES.items():
         try:
             binary = triton.compile(ASTSource(fn=kernel, signature=signature, constexprs=consts),
                                     target=GPUTarget("cuda", arch, 32),
-                                    options={"num_warps": WARPS.get(case, 4),
+                                    options={"num_warps": WARPS.get(case, 8),
                                              "enable_fp_fusion": False})
             ptx = binary.asm["ptx"]
             fmas = [line for line in ptx.splitlines() if "fma." in line]
