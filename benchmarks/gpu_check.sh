@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# The GPU check: kernel tests, kernel bandwidth and training-step timings, in under 5 minutes.
+# The GPU check: kernel tests, kernel bandwidth and training-step timings, and a data-parallel check, in under 6 minutes.
 #
 #     bash benchmarks/gpu_check.sh          # on a CUDA machine, from anywhere in the repository
 #
 # Needs python3 with torch and triton (lightning, hydra and omegaconf are not used); nothing is
 # installed: src/ and kernels/ go on PYTHONPATH. Stages, each with a time limit so that the
-# whole check ends within 5 minutes on an H100/H200 even on a fresh machine (the first call of
+# whole check ends within 6 minutes on an H100/H200 even on a fresh machine (the first call of
 # every Triton kernel and every torch.compile graph compiles):
 #
 #     kernel tests       every file of tests/kernels and the BF16-GEMM test, one pytest each,
@@ -16,6 +16,10 @@
 #                        depend on the tile, and autotuning compiles every candidate)
 #     kernel bandwidth   benchmarks/bench_kernels.py: bf16 8192 x 8192, every quantizer, as a
 #                        percentage of a device-to-device copy measured in the same run
+#     data parallel      tests/integration/test_fsdp_quantized.py on CUDA: FSDP2 around the
+#                        quantized layers on up to 2 GPUs (NCCL; one GPU: a smoke of the
+#                        sharding), the triton backend, against one process accumulating
+#                        the same micro-batches, bit for bit (docs/scaling_out.md, FSDP)
 #     training step      benchmarks/bench_step.py: small and base, bf16 / fp8 / mxfp4 / nvfp4,
 #                        triton then compiled, as a ratio to the BF16 step; rows that do not
 #                        start within its budget print "skipped" (compiled rows compile tens of
@@ -75,6 +79,8 @@ main() {
 'f"{torch.cuda.get_device_name() if torch.cuda.is_available() else None}")'
   stage "kernel tests" 130 env NVFP4_KERNELS_AUTOTUNE=0 PY="$PY" bash -c 'pytest_files "$@"' _ \
     tests/kernels/test_*.py tests/unit/quant/test_gemm_dtype.py
+  stage "data parallel" 60 "$PY" -m pytest -q -p no:cacheprovider -k cuda \
+    tests/integration/test_fsdp_quantized.py
   stage "kernel bandwidth" 80 "$PY" benchmarks/bench_kernels.py
   stage "training step" 85 "$PY" benchmarks/bench_step.py --models small,base --warmup 2 \
     --reps 5 --budget-s 70

@@ -57,7 +57,8 @@ def test_bench_step_quick_trains_a_quantized_step():
 def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     """A stand-in python3 logs its arguments (after NVFP4_KERNELS_AUTOTUNE); the script must
     run every kernel test file and the BF16-GEMM test (one pytest each, autotuning off), then
-    the two benchmarks, pass only paths that exist, and report success."""
+    the CUDA data-parallel test, then the two benchmarks, pass only paths that exist, and
+    report success."""
     log = tmp_path / "calls.txt"
     stub = tmp_path / "python3"
     stub.write_text(f'#!/bin/sh\necho "${{NVFP4_KERNELS_AUTOTUNE:-on}} $@" >> {log}\n')
@@ -68,11 +69,13 @@ def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     assert (tmp_path / "gpu_check.txt").read_text() == out
     calls = [shlex.split(line) for line in log.read_text().splitlines()]
     calls = [c for c in calls if c[1] != "-c"]  # the version print is `python3 -c ...`
-    tests = [c for c in calls if c[1:3] == ["-m", "pytest"]]
-    assert {c[0] for c in tests} == {"0"}
+    tests = [c for c in calls if c[1:3] == ["-m", "pytest"] and c[0] == "0"]
     want = {str(p.relative_to(REPO)) for p in (REPO / "tests/kernels").glob("test_*.py")}
     assert {c[-1] for c in tests} == want | {"tests/unit/quant/test_gemm_dtype.py"}
-    assert [c[:2] for c in calls[len(tests):]] == [["on", "benchmarks/bench_kernels.py"],
-                                                   ["on", "benchmarks/bench_step.py"]]
+    parallel, *benchmarks = calls[len(tests):]
+    assert parallel[:3] == ["on", "-m", "pytest"] and "cuda" in parallel
+    assert parallel[-1] == "tests/integration/test_fsdp_quantized.py"
+    assert [c[:2] for c in benchmarks] == [["on", "benchmarks/bench_kernels.py"],
+                                           ["on", "benchmarks/bench_step.py"]]
     paths = [a for c in calls for a in c if a.startswith(("tests/", "benchmarks/"))]
     assert all((REPO / p).exists() for p in paths), paths

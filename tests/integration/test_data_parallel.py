@@ -20,6 +20,10 @@ A step's global batch is split into slots (``data.Slots``), and the data and the
 A 2-rank checkpoint resumes on 2 ranks and on one process accumulating 2 micro-batches, both
 ending with the uninterrupted run's bytes; resuming with another global batch is refused in
 one line, with nothing written.
+
+FSDP (``trainer=fsdp``: FSDP2 on each block, the whole weight gathered before the quantizer sees
+it) equals ``trainer=ddp`` in bytes too, once gradient clipping is off: the clipping norm is
+summed over shards in another order.
 """
 from __future__ import annotations
 
@@ -113,6 +117,9 @@ def runs(lab: Lab) -> Lab:
                                        "train.accumulate=2"),
             "one_big_nvfp4": (1, "quant=nvfp4", "train.batch_size=8"),
             "ddp_bf16": (2, "quant=bf16", "train.batch_size=4"),
+            "fsdp_unclipped": (2, "trainer.strategy=fsdp", "quant=nvfp4", "train.batch_size=4",
+                               "train.grad_clip=0"),
+            "ddp_unclipped": (2, "quant=nvfp4", "train.batch_size=4", "train.grad_clip=0"),
             "one_big_bf16": (1, "quant=bf16", "train.batch_size=8")}
     with ThreadPoolExecutor(max_workers=2) as pool:
         for f in [pool.submit(lab.run, name, *args) for name, args in jobs.items()]:
@@ -147,6 +154,14 @@ def test_two_ranks_nvfp4_differ_from_one_big_batch_by_rounding_noise_only(runs):
     a, b = runs.val_losses("ddp_nvfp4"), runs.val_losses("one_big_nvfp4")
     assert len(a) == len(b) == STEPS // 4
     assert a[-1] == pytest.approx(b[-1], rel=5e-3)
+
+
+def test_fsdp_equals_ddp_without_clipping(runs):
+    fsdp, ddp = runs.weights("fsdp_unclipped"), runs.weights("ddp_unclipped")
+    assert len(fsdp) > 10 and all(torch.equal(fsdp[k], ddp[k]) for k in fsdp), \
+        _max_diff(fsdp, ddp)
+    # and clipping matters here: the clipped run differs
+    assert not all(torch.equal(ddp[k], runs.weights("ddp_nvfp4")[k]) for k in ddp)
 
 
 @pytest.mark.parametrize("ranks, resume_args", [(1, ("train.accumulate=2",)), (2, ())],

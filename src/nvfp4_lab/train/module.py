@@ -31,6 +31,7 @@ from torch import nn
 from ..data import Slots
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
+from ..quant.converter import find_blocks
 from ..quant.linear import QuantLinear, QuantState
 from .console import say
 from .schema import TrainConfig
@@ -61,6 +62,16 @@ def lr_lambda(train: TrainConfig, max_steps: int):
         return 1.0 - (1.0 - floor) * min(frac, 1.0)
 
     return factor
+
+
+def shard(model: nn.Module, mesh) -> None:
+    """FSDP2 on each block, then on the rest. FSDP gathers a layer's whole weight before its
+    forward and backward, so the quantizer sees the full tensor (its amax, its 16x16 tiles);
+    parameters stay FP32 (no FSDP mixed-precision policy), as the GEMM's operands expect."""
+    from torch.distributed.fsdp import fully_shard
+    for block in find_blocks(model)[1]:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
 
 
 def first_nonfinite(model: nn.Module, x: torch.Tensor) -> str:
@@ -146,6 +157,8 @@ class LMTask(L.LightningModule):
             return
         model = build_model(self.model_cfg)
         self.report = convert(model, self.recipe, state=self.qstate, backend=self.backend)
+        if self._device_mesh is not None:    # trainer=fsdp (task._strategy)
+            shard(model, self._device_mesh["data_parallel"])
         self.model = model
         if self.global_rank == 0:  # "10/15 linear layers quantized, ...; by block kind: ..."
             say(self.report.summary())

@@ -207,8 +207,7 @@ class TrainerConfig:
     def check_launch(self, multirun: bool) -> None:
         """Refuse, before anything is written, what Lightning would fail on after: DDP workers
         spawned from inside a Hydra multirun job (each re-runs the whole sweep;
-        docs/architecture.md, Scaling out), a process count other than the launcher's, and
-        FSDP on a CPU."""
+        docs/architecture.md, Scaling out), and a process count other than the launcher's."""
         external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
         many = self.devices not in (1, "1", [0]) or self.num_nodes > 1
         if multirun and many and not external:
@@ -224,10 +223,6 @@ class TrainerConfig:
                 f"trainer.devices={devices} x trainer.num_nodes={nodes} is not the "
                 f"{self.world_size()} processes the launcher started; leave "
                 "trainer.devices=auto to take the launcher's count")
-        if self.strategy == "fsdp" and not _has_gpu(self.accelerator):
-            raise Refused(
-                f"trainer=fsdp with trainer.accelerator={self.accelerator}: Lightning's FSDP "
-                "needs GPUs; on a CPU use trainer=ddp trainer.accelerator=cpu")
 
 
 def launcher_layout() -> tuple[int, int] | None:
@@ -241,13 +236,6 @@ def launcher_layout() -> tuple[int, int] | None:
         nodes = int(env["SLURM_NNODES"])
         return int(env["SLURM_NTASKS"]) // nodes, nodes
     return None
-
-
-def _has_gpu(accelerator: str) -> bool:
-    if accelerator == "cpu":
-        return False
-    import torch   # here, not at import: the command-line check runs without it otherwise
-    return torch.cuda.is_available()
 
 
 @dataclass

@@ -213,6 +213,16 @@ class SaveForBranches(Callback):
             trainer.save_checkpoint(branch.checkpoint_path(self.out, step))
 
 
+def _strategy(tr: TrainerConfig):
+    """``fsdp``: FSDP2 (``fully_shard``, applied by ``LMTask.configure_model``) through
+    Lightning's ModelParallelStrategy, all ranks data parallel, one checkpoint file."""
+    if tr.strategy != "fsdp":
+        return tr.strategy
+    from lightning.pytorch.strategies import ModelParallelStrategy
+    return ModelParallelStrategy(data_parallel_size=tr.world_size(), tensor_parallel_size=1,
+                                 save_distributed_checkpoint=False)
+
+
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
              tokens_per_step: int, multirun: bool, position: SweepPosition | None,
              branch_steps: list[int]) -> L.Trainer:
@@ -228,7 +238,7 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     devices, num_nodes = tr.layout()
     return L.Trainer(
         accelerator=tr.accelerator, devices=devices, num_nodes=num_nodes,
-        strategy=tr.strategy, precision=tr.precision, deterministic=tr.deterministic,
+        strategy=_strategy(tr), precision=tr.precision, deterministic=tr.deterministic,
         max_steps=max_steps, val_check_interval=t.val_every * t.accumulate,   # in batches
         check_val_every_n_epoch=None,
         accumulate_grad_batches=t.accumulate, use_distributed_sampler=False,

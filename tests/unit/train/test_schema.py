@@ -1,5 +1,5 @@
 """``TrainerConfig``'s launch rules: devices and nodes from torchrun or srun, and the
-refusals that come before anything is written."""
+refusal that comes before anything is written."""
 from __future__ import annotations
 
 import pytest
@@ -38,8 +38,3 @@ def test_auto_devices_take_the_launchers_processes(env, launcher, want):
                                       rf"{want[0] * want[1]} processes"):
         TrainerConfig(strategy="ddp", devices=1).check_launch(multirun=False)
 
-
-def test_fsdp_on_a_cpu_is_refused_naming_ddp(env):
-    with pytest.raises(Refused, match="trainer=ddp trainer.accelerator=cpu"):
-        TrainerConfig(strategy="fsdp", accelerator="cpu").check_launch(multirun=False)
-    TrainerConfig(strategy="ddp", accelerator="cpu").check_launch(multirun=False)
