@@ -1,0 +1,111 @@
+"""SLURM without a cluster: a 2-job sweep through hydra-submitit-launcher's local executor
+(``hydra/launcher=submitit_local``, submitit's stand-in for ``submitit_slurm``), its jobs sent
+the pre-emption signal mid-run as SLURM sends it before a requeue.
+
+submitit catches the signal (SIGUSR2, its default), pickles the job again through the Hydra
+launcher's ``checkpoint`` and exits for a requeue; the local controller starts the job again,
+Hydra runs it into the same directory, and ``resume=auto`` continues from the last periodic
+checkpoint. The requeued jobs end with the bytes of an uninterrupted sweep's, and the sweep's
+summary and report tables come out the same.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import torch
+
+SCRIPT = shutil.which("nvfp4-lab") or str(Path(sys.executable).with_name("nvfp4-lab"))
+ARGS = ["run", "-m", "hydra/launcher=submitit_local", "seed=0,1", "data=pydoc",
+        "model.n_layers=2", "quant.backend=reference", "train.seq_len=64",
+        "train.batch_size=4", "train.val_batches=2", "train.warmup=0", "trainer.progress=plain",
+        "train.max_steps=16", "train.val_every=4", "train.ckpt_every=4", "train.log_every=1"]
+TIMEOUT = 240
+RESULTS = ["seed", "status", "steps", "final_val_loss", "best_val_loss", "final_train_loss"]
+
+
+def _env() -> dict[str, str]:
+    return {**os.environ, "CI": "1", "OMP_NUM_THREADS": "1"}
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc (the children lists of each task)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        for task in Path(f"/proc/{p}/task").glob("*"):
+            kids = [int(k) for k in (task / "children").read_text().split()]
+            out += kids
+            todo += kids
+    return out
+
+
+def _job_tasks(pid: int) -> list[int]:
+    """The submitit tasks (``python -m submitit.core._submit``) the sweep started."""
+    def cmdline(p):
+        return Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    return [p for p in _descendants(pid) if "submitit.core._submit" in cmdline(p)]
+
+
+def _past(sweep: Path, line: str) -> bool:
+    """Both jobs have logged ``line``."""
+    logs = list(sweep.glob("*_*/seed=*/cli.log"))
+    return len(logs) == 2 and all(line in log.read_text() for log in logs)
+
+
+def _run_dir(sweep: Path, seed: int) -> Path:
+    found = list(sweep.glob(f"{seed}_*/seed={seed}"))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["state_dict"]
+
+
+def test_preempted_jobs_are_requeued_and_end_as_uninterrupted_ones(tmp_path):
+    out = f"output_root={tmp_path / 'out'}"
+    straight = tmp_path / "straight"
+    r = subprocess.run([SCRIPT, *ARGS, out, f"hydra.sweep.dir={straight}"], cwd=tmp_path,
+                       env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr[-3000:]
+
+    cut = tmp_path / "preempted"
+    p = subprocess.Popen([SCRIPT, *ARGS, out, f"hydra.sweep.dir={cut}"], cwd=tmp_path,
+                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         text=True)
+    try:
+        deadline = time.monotonic() + TIMEOUT
+        # both jobs past their step-4 checkpoint, neither finished: pre-empt them
+        while not _past(cut, "step 6/16"):
+            assert p.poll() is None and time.monotonic() < deadline, p.stdout.read()
+            time.sleep(0.1)
+        tasks = _job_tasks(p.pid)
+        assert len(tasks) == 2, tasks
+        for task in tasks:
+            os.kill(task, signal.SIGUSR2)
+        output, _ = p.communicate(timeout=TIMEOUT)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, output[-4000:]
+
+    for seed in (0, 1):
+        run, ref = _run_dir(cut, seed), _run_dir(straight, seed)
+        log = run / "cli.log"
+        assert log.read_text().count("step 1/16") == 1        # resumed, not restarted
+        assert len(list((run / "logs" / "csv").iterdir())) == 2, seed   # two attempts
+        want, got = _weights(ref), _weights(run)
+        assert all(torch.equal(want[k], got[k]) for k in want), seed
+    a, b = (pd.read_csv(s / "sweep_summary.csv") for s in (straight, cut))
+    assert a[RESULTS].equals(b[RESULTS]) and (b["status"] == "done").all()
+    for table in ("final_loss.csv",):
+        assert (straight / "tables" / table).read_text() == (cut / "tables" / table).read_text()
+    errors = "".join(e.read_text() for e in cut.glob(".submitit/*/*_log.err"))
+    assert errors.count("Caught signal SIGUSR2") == 2, errors[-3000:]
