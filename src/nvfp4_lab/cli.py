@@ -11,10 +11,10 @@
                                         copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
 
-Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand and remembers it
-in ``NVFP4_LAB_SUBCOMMAND``: when Lightning re-executes this script for its DDP workers (argv =
-the overrides only), the child finds ``run`` there (docs/architecture.md, Command line). A
-first argument that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``.
+Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand. A first
+argument that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``: when
+Lightning re-executes this script for its DDP workers, their argv is the overrides and its own
+``hydra.run.dir=...`` (docs/architecture.md, Command line).
 """
 from __future__ import annotations
 
@@ -27,7 +27,6 @@ from pathlib import Path
 
 from .configs import conf_dir, conf_source
 
-ENV = "NVFP4_LAB_SUBCOMMAND"
 REPO = Path(__file__).resolve().parents[2]   # a checkout's root: only ``bench`` needs it
 
 
@@ -69,7 +68,6 @@ def run(argv: list[str]) -> int:
         print(preview(argv))
         return 0
     register()
-    os.environ[ENV] = "run"
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]
 
     @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
@@ -348,8 +346,6 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if argv and argv[0] in COMMANDS:
         return COMMANDS[argv[0]](argv[1:])
-    if os.environ.get(ENV) in COMMANDS:           # a DDP worker re-executed by Lightning
-        return COMMANDS[os.environ[ENV]](argv)
     if argv and ("=" in argv[0] or argv[0].startswith(("+", "-"))):
         return run(argv)
     got = f"unknown subcommand {argv[0]!r}\n" if argv else ""

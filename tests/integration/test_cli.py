@@ -59,7 +59,7 @@ HIGH_PRECISION = {n.replace("blocks.0", "blocks.1") for n in QUANTIZED} | {"lm_h
 
 def subprocess_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("NVFP4_LAB_SUBCOMMAND", "RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
+           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
                         "MASTER_PORT", "HYDRA_FULL_ERROR")}
     env.update(CI="1", OMP_NUM_THREADS="1")
     return env

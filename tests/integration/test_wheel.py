@@ -59,7 +59,7 @@ def venv(tmp_path_factory) -> Path:
 
 def clean_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
-           if k not in ("NVFP4_LAB_CONF", "NVFP4_LAB_SUBCOMMAND", "PYTHONPATH")}
+           if k not in ("NVFP4_LAB_CONF", "PYTHONPATH")}
     return {**env, "CI": "1", "OMP_NUM_THREADS": "1"}
 
 

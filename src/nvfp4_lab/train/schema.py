@@ -225,6 +225,13 @@ class TrainerConfig:
                 "trainer.devices=auto to take the launcher's count")
 
 
+def process_rank() -> int:
+    """This process's global rank: torchrun's RANK, srun's SLURM_PROCID, or the LOCAL_RANK
+    Lightning gives the workers it starts itself (one node); 0 alone."""
+    env = os.environ
+    return int(env.get("RANK") or env.get("SLURM_PROCID") or env.get("LOCAL_RANK") or 0)
+
+
 def launcher_layout() -> tuple[int, int] | None:
     """(processes per node, nodes) when torchrun (LOCAL_WORLD_SIZE, WORLD_SIZE) or srun
     (SLURM_NTASKS, SLURM_NNODES) started this process, else None."""

@@ -15,7 +15,6 @@ it and the command exits non-zero at the end.
 from __future__ import annotations
 
 import dataclasses
-import os
 import statistics
 import time
 import traceback
@@ -36,7 +35,7 @@ from .console import say
 from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, process_rank, recipe_of
 
 
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
@@ -57,7 +56,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         return rundir.Summary.read(out)
     max_steps = t.run_length(tokens_per_step)
     fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
-    rank0 = int(os.environ.get("RANK", 0)) == 0   # under torchrun/srun only rank 0 writes
+    rank0 = process_rank() == 0     # with several processes only rank 0 writes
     out.mkdir(parents=True, exist_ok=True)
     if rank0:
         OmegaConf.save(cfg, out / "config.yaml", resolve=True)
@@ -106,7 +105,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         # every rank stops: name the first that failed (RecordRankError), not the
         # connection errors of those that lost it
         first = rundir.RankError.first(out, since) or \
-            rundir.RankError(int(os.environ.get("RANK", 0)), status, error)
+            rundir.RankError(process_rank(), status, error)
         _finish(out, base, first.status, str(first), wall, tokens_per_step, task, fork)
         raise rundir.RankFailed(f"{first} (every rank stopped; tracebacks in {out}/errors)")
     summary = _finish(out, base, status, error, wall, tokens_per_step, task, fork)
@@ -117,7 +116,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
 
 def _finish(out, base: rundir.Summary, status: rundir.Status, error, wall, tokens_per_step,
             task, fork) -> rundir.Summary:
-    if int(os.environ.get("RANK", 0)) != 0:
+    if process_rank() != 0:
         return base
     df = rundir.merge_metrics(out, tokens_per_step, fork.prefix() if fork else None)
     val = df["val_loss"].dropna() if "val_loss" in df else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvfp4_lab.train.schema import Refused, TrainerConfig, launcher_layout
+from nvfp4_lab.train.schema import Refused, TrainerConfig, launcher_layout, process_rank
 
 LAUNCHER_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_NNODES")
 
@@ -38,3 +38,13 @@ def test_auto_devices_take_the_launchers_processes(env, launcher, want):
                                       rf"{want[0] * want[1]} processes"):
         TrainerConfig(strategy="ddp", devices=1).check_launch(multirun=False)
 
+
+
+@pytest.mark.parametrize("launcher, rank", [({}, 0), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
+                                            ({"SLURM_PROCID": "5"}, 5), ({"LOCAL_RANK": "1"}, 1)])
+def test_the_process_rank_comes_from_whoever_started_it(env, launcher, rank):
+    for key in ("RANK", "SLURM_PROCID"):
+        env.delenv(key, raising=False)
+    for key, value in launcher.items():
+        env.setenv(key, value)
+    assert process_rank() == rank
