@@ -53,10 +53,12 @@ def _job_tasks(pid: int) -> list[int]:
     return [p for p in _descendants(pid) if "submitit.core._submit" in cmdline(p)]
 
 
-def _past(sweep: Path, line: str) -> bool:
-    """Both jobs have logged ``line``."""
-    logs = list(sweep.glob("*_*/seed=*/cli.log"))
-    return len(logs) == 2 and all(line in log.read_text() for log in logs)
+def _stdout(task: int) -> Path | None:
+    """A submitit task's stdout: its job's own ``*_log.out`` (None once the task is gone)."""
+    try:
+        return Path(os.readlink(f"/proc/{task}/fd/1"))
+    except FileNotFoundError:
+        return None
 
 
 def _run_dir(sweep: Path, seed: int) -> Path:
@@ -82,14 +84,18 @@ def test_preempted_jobs_are_requeued_and_end_as_uninterrupted_ones(tmp_path):
                          text=True)
     try:
         deadline = time.monotonic() + TIMEOUT
-        # both jobs past their step-4 checkpoint, neither finished: pre-empt them
-        while not _past(cut, "step 6/16"):
+        # each job pre-empted once, past its step-4 checkpoint and before it can finish (at
+        # ~0.1 s a step), as its own output shows it: the two may start seconds apart on a
+        # busy machine. A job is known by its log, which its requeued task writes on.
+        signalled: set[Path] = set()
+        while len(signalled) < 2:
             assert p.poll() is None and time.monotonic() < deadline, p.stdout.read()
-            time.sleep(0.1)
-        tasks = _job_tasks(p.pid)
-        assert len(tasks) == 2, tasks
-        for task in tasks:
-            os.kill(task, signal.SIGUSR2)
+            for task in _job_tasks(p.pid):
+                log = _stdout(task)
+                if log and log not in signalled and "step 6/16" in log.read_text():
+                    os.kill(task, signal.SIGUSR2)
+                    signalled.add(log)
+            time.sleep(0.02)
         output, _ = p.communicate(timeout=TIMEOUT)
     finally:
         if p.poll() is None:

@@ -116,8 +116,10 @@ class LMTask(L.LightningModule):
         self.validation_seconds: list[float] = []   # each validation pass's, for quant.cost
         self._validation_started: float | None = None
 
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        self.start_step = checkpoint["global_step"]   # a resume's or a branch's first step
+
     def on_train_start(self) -> None:
-        self.start_step = self.global_step  # restored from the checkpoint by now
         self.train_started = time.perf_counter()
 
     def on_validation_start(self) -> None:

@@ -91,6 +91,10 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         ckpt = out / "checkpoints" / "last.ckpt"
         start = ckpt if state == "resume" else fork.checkpoint if fork else None
         trainer.fit(task, datamodule=dm, ckpt_path=start)
+        if task.start_step >= max_steps:
+            # resumed from the last step's checkpoint, written before that step's validation
+            # (a pre-emption in between): Lightning's fit ends at once, so evaluate it here
+            trainer.validate(task, datamodule=dm, verbose=False)
         if trainer.is_global_zero and task.report is not None:
             task.report.save(out / "layer_report.json")
         status, error = rundir.Status.done, None

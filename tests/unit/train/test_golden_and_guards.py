@@ -140,6 +140,32 @@ def test_a_run_evaluates_at_its_last_step(composer, tmp_path):
     assert summary.final_val_loss == val["val_loss"].iloc[-1] != val["val_loss"].iloc[-2]
 
 
+def test_a_run_stopped_before_its_last_validation_resumes_to_it(composer, tmp_path,
+                                                                 monkeypatch):
+    """Stopped after the last step's checkpoint (written at the end of the step) and before
+    that step's validation, as a pre-emption can: the resumed run trains nothing, evaluates the
+    last step and ends with the uninterrupted run's summary (before the fix, step 2's loss)."""
+    cfg = composer([*fast(tmp_path, steps=4), "train.val_every=2", "train.ckpt_every=2",
+                    "quant=bf16"])
+    want = train(cfg, tmp_path / "straight", multirun=True)
+
+    def stop(self):
+        if self.global_step == 4:
+            raise RuntimeError("pre-empted")
+    with monkeypatch.context() as m:
+        m.setattr(LMTask, "on_validation_start", stop)
+        cut = train(cfg, tmp_path / "cut", multirun=True)
+    assert cut.status == "failed" and cut.final_val_loss != want.final_val_loss
+    assert torch.load(tmp_path / "cut" / "checkpoints" / "last.ckpt",
+                      weights_only=False)["global_step"] == 4
+
+    got = train(cfg, tmp_path / "cut", multirun=True)
+    assert got.status == "done" and got.steps == 4
+    for key in ("final_val_loss", "best_val_loss", "final_val_bpb", "final_train_loss"):
+        assert getattr(got, key) == getattr(want, key), key
+    assert got.tokens_per_second == 0       # this attempt trained no step
+
+
 @pytest.mark.parametrize("schedule", ["wsd", "cosine"])
 def test_lr_schedule_shape(schedule):
     t = TrainConfig(schedule=schedule, warmup=0.1, decay=0.2, min_lr_ratio=0.01)
