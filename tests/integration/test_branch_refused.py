@@ -6,23 +6,20 @@ before it writes anything (``train/branch.py``); Hydra's own log of the job goes
 """
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import sys
-from pathlib import Path
 
-SCRIPT = Path(sys.executable).with_name("nvfp4-lab")
+from helpers.runs import SCRIPT, process_env
+
 FAST = ["data=pydoc", "model.n_layers=2", "quant.backend=reference", "train.seq_len=64",
         "train.batch_size=4", "train.val_batches=2", "trainer.progress=plain"]
 
 
 def test_a_branch_without_its_parent_is_refused_in_one_line(tmp_path):
-    cmd = [str(SCRIPT) if SCRIPT.exists() else shutil.which("nvfp4-lab"), "run",
+    cmd = [SCRIPT, "run",
            "+ablation=precision_switch_v2", "arm=switch_fwd_0.82", "seed=3", *FAST,
            "train.max_steps=12", f"hydra.sweep.dir={tmp_path / 'sweep'}"]
-    env = {**os.environ, "CI": "1", "OMP_NUM_THREADS": "1"}
-    r = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=240)
+    r = subprocess.run(cmd, cwd=tmp_path, env=process_env(), capture_output=True, text=True,
+                       timeout=240)
     assert r.returncode != 0, r.stdout + r.stderr
     assert "Traceback" not in r.stderr, r.stderr
     lines = [line for line in r.stderr.splitlines() if line.startswith("nvfp4-lab:")]

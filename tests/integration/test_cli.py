@@ -1,10 +1,10 @@
-"""The ``nvfp4-lab`` command end to end: real subprocesses, as a user (or CI, or torchrun) runs it.
+"""The ``nvfp4-lab`` command end to end: real subprocesses, as a user (or CI) runs it.
 
 Every training run uses the fast offline settings (``FAST``: 2 blocks, pydoc bytes, the eager
 reference backend, 64-token windows), so a run is a few seconds of training after ~8 s of
 imports. To keep the module within a few minutes on 2 cores, the commands that do not depend on
 one another start together in a background pool (``background``), while the tests that must
-watch or kill a process (resume, refusal, DDP) run theirs in the foreground; each test then
+watch or kill a process (resume, refusal) run theirs in the foreground; each test then
 only waits for its own results. The run everything else compares against (``ref``) is trained
 once and shared.
 
@@ -18,7 +18,6 @@ import json
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from helpers.runs import SCRIPT, process_env
 
 from nvfp4_lab.quant.backends import compile_cache_dir
 from nvfp4_lab.train.sweep_plan import SweepPlan
@@ -37,9 +37,6 @@ CONF = REPO / "conf"
 TIMEOUT = 240  # seconds, per subprocess
 COMPILE_CACHE = compile_cache_dir()
 
-# A console script sits beside the interpreter that installed it; fall back to PATH.
-SCRIPT = str(Path(sys.executable).with_name("nvfp4-lab")) \
-    if Path(sys.executable).with_name("nvfp4-lab").exists() else shutil.which("nvfp4-lab")
 MODULE = [sys.executable, "-m", "nvfp4_lab.cli"]
 
 FAST = ["data=pydoc", "model.n_layers=2", "quant.backend=reference", "train.seq_len=64",
@@ -55,14 +52,6 @@ CURVE = [*FAST, f"train.max_steps={STEPS}", f"train.val_every={EVERY}",
 # nvfp4 with the paper's last 20% of blocks in BF16: of 2 blocks, block 1 stays high precision
 QUANTIZED = {"blocks.0.attn.qkv", "blocks.0.attn.proj", "blocks.0.mlp.fc1", "blocks.0.mlp.fc2"}
 HIGH_PRECISION = {n.replace("blocks.0", "blocks.1") for n in QUANTIZED} | {"lm_head"}
-
-
-def subprocess_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "HYDRA_FULL_ERROR")}
-    env.update(CI="1", OMP_NUM_THREADS="1")
-    return env
 
 
 # --------------------------------------------------------------------------- processes
@@ -94,7 +83,7 @@ class Proc:
         with open(self.stdout, "w") as out, open(self.stderr, "w") as err:
             # the module's own timing ledger (runs record theirs; --dry-run reads it), the
             # machine's compile cache (warm graphs keep the compiled checks fast)
-            env = {**subprocess_env(), "NVFP4_LAB_CACHE": str(logs.parent / "lab-cache"),
+            env = {**process_env(), "NVFP4_LAB_CACHE": str(logs.parent / "lab-cache"),
                    "TORCHINDUCTOR_CACHE_DIR": str(COMPILE_CACHE), **(env or {})}
             self.p = subprocess.Popen(self.cmd, stdout=out, stderr=err, cwd=cwd, env=env,
                                       start_new_session=True)
@@ -637,31 +626,3 @@ def test_help_lists_the_config_groups_and_the_ablations(background):
         assert listed == {p.stem for p in (CONF / group).glob("*.yaml")}, (group, result)
     assert "+ablation=NAME" in result.out and "--cfg job" in result.out
     assert len(result.out.splitlines()) < 40 and "rope_theta" not in result.out   # no dump
-
-
-# --------------------------------------------------------------------------- DDP
-
-@pytest.mark.slow
-def test_ddp_on_two_cpu_processes_writes_one_run(work, ref):
-    assert SCRIPT, "the nvfp4-lab console script is not installed (pip install -e .)"
-    root = work.root / "ddp"
-    run = root / "run"
-    steps, batch, seq = 4, 4, 64
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           "--no-python", SCRIPT, "run", "trainer=ddp", "trainer.accelerator=cpu",
-           "trainer.devices=2", "trainer.precision=32-true", *FAST, f"output_root={root}",
-           f"train.max_steps={steps}", "train.val_every=2", "train.ckpt_every=2",
-           "train.log_every=1", f"hydra.run.dir={run}"]
-    result = work.run("ddp", cmd=cmd)
-    assert result.rc == 0, result
-    s = summary(run)
-    assert s["status"] == "done", s
-    assert s["tokens_per_step"] == 2 * batch * seq
-    assert s["steps"] == steps and s["tokens"] == steps * 2 * batch * seq
-    m = read_metrics(run / "metrics.csv")
-    assert m["step"] == list(range(1, steps + 1))
-    assert sorted(at(m, "val_loss")) == [2, 4]
-    assert (run / "checkpoints" / "last.ckpt").exists()
-    assert sorted(p.name for p in root.iterdir()) == ["data", "run"]   # one run dir, not one a rank
-    # rank 0 starts from the same weights and sees the same first batch as one process
-    assert m["train_loss"][0] == read_metrics(ref / "metrics.csv")["train_loss"][0]

@@ -30,21 +30,18 @@ norm being taken over whole gradients there.
 from __future__ import annotations
 
 import csv
+import json
 import os
 import shutil
 import signal
 import subprocess
-import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.runs import SCRIPT, TORCHRUN, descendants, process_env
 
-SCRIPT = str(Path(sys.executable).with_name("nvfp4-lab")) \
-    if Path(sys.executable).with_name("nvfp4-lab").exists() else shutil.which("nvfp4-lab")
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-            "--nproc_per_node=2", "--no-python", SCRIPT]
 STEPS = 12
 COMMON = ["data=pydoc", "model.n_layers=2", "quant.backend=reference", "train.seq_len=64",
           "train.val_batches=2", "train.warmup=0", "trainer.progress=plain",
@@ -55,13 +52,6 @@ TIMEOUT = 240
 WEIGHT_TOL = 1e-4     # fp32 summation order, through 12 AdamW steps (see the module doc)
 
 
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
-                        "MASTER_PORT", "HYDRA_FULL_ERROR")}
-    return {**env, "CI": "1", "OMP_NUM_THREADS": "1"}
-
-
 class Lab:
     """Runs in one scratch folder, sharing the prepared data."""
 
@@ -69,28 +59,28 @@ class Lab:
         self.root = root
 
     def cmd(self, name: str, ranks: int, *args: str) -> list[str]:
-        head = TORCHRUN if ranks == 2 else [SCRIPT]
+        head = [*TORCHRUN, "--no-python", SCRIPT] if ranks == 2 else [SCRIPT]
         return [*head, "run", *COMMON, f"output_root={self.root / 'out'}",
                 f"hydra.run.dir={self.root / name}", *args]
 
     def run(self, name: str, ranks: int, *args: str) -> subprocess.CompletedProcess:
-        r = subprocess.run(self.cmd(name, ranks, *args), cwd=self.root, env=_env(),
+        r = subprocess.run(self.cmd(name, ranks, *args), cwd=self.root, env=process_env(),
                            capture_output=True, text=True, timeout=TIMEOUT)
         assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-5000:]
         return r
 
     def cut_short(self, name: str, ranks: int, *args: str, after: str) -> None:
-        """Start a run and kill its whole process group once ``after`` appears in its output
-        (it has written a checkpoint by then), as a pre-empted job dies."""
-        p = subprocess.Popen(self.cmd(name, ranks, *args), cwd=self.root, env=_env(),
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+        """Start a run and kill it, torchrun and every rank, once ``after`` appears in its
+        output (it has written a checkpoint by then), as a pre-empted job dies."""
+        p = subprocess.Popen(self.cmd(name, ranks, *args), cwd=self.root, env=process_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         seen = []
         for line in p.stdout:
             seen.append(line)
             if after in line:
                 break
-        os.killpg(p.pid, signal.SIGKILL)
+        for pid in [p.pid, *descendants(p.pid)]:
+            os.kill(pid, signal.SIGKILL)
         p.wait(timeout=TIMEOUT)
         assert any(after in line for line in seen), "".join(seen[-40:])
 
@@ -162,12 +152,38 @@ def test_fsdp_equals_ddp(runs):
         _max_diff(fsdp, ddp)
 
 
+def test_two_ranks_write_one_run(runs):
+    """Rank 0 writes the run; the summary counts the global batch, the metrics every step."""
+    run = runs.root / "ddp_nvfp4"
+    s = json.loads((run / "summary.json").read_text())
+    assert s["status"] == "done" and s["steps"] == STEPS
+    assert s["tokens_per_step"] == 2 * 4 * 64 and s["tokens"] == STEPS * s["tokens_per_step"]
+    with open(run / "metrics.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["step"]) for r in rows] == list(range(1, STEPS + 1))
+    assert [int(r["step"]) for r in rows if r["val_loss"]] == [4, 8, 12]
+    assert [p.name for p in (run / "logs" / "csv").iterdir()] == ["version_0"]
+    assert [p.name for p in (runs.root / "out").iterdir()] == ["data"]   # no run of rank 1
+
+
+@pytest.fixture(scope="module")
+def cut(runs: Lab) -> Path:
+    """A 2-rank run killed after its step-4 checkpoint. Each test resumes a copy: a run
+    directory moved elsewhere resumes as well (it writes its own last.ckpt)."""
+    runs.cut_short("cut", 2, "quant=nvfp4", "train.batch_size=4", after="step 5/12")
+    run = runs.root / "cut"
+    assert json.loads((run / "summary.json").read_text())["status"] == "running"
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert 4 <= ckpt["global_step"] < STEPS
+    return run
+
+
 @pytest.mark.parametrize("ranks, resume_args", [(1, ("train.accumulate=2",)), (2, ())],
                          ids=["on_one_process", "on_two_ranks"])
-def test_a_two_rank_checkpoint_resumes_to_the_uninterrupted_bytes(runs, ranks, resume_args):
+def test_a_two_rank_checkpoint_resumes_to_the_uninterrupted_bytes(runs, cut, ranks,
+                                                                  resume_args):
     name = f"cut_{ranks}"
-    runs.cut_short(name, 2, "quant=nvfp4", "train.batch_size=4", after="step 5/12")
-    assert (runs.root / name / "checkpoints" / "last.ckpt").exists()
+    shutil.copytree(cut, runs.root / name)
     runs.run(name, ranks, "quant=nvfp4", "train.batch_size=4", *resume_args)
     want, got = runs.weights("ddp_nvfp4"), runs.weights(name)
     assert all(torch.equal(want[k], got[k]) for k in want), _max_diff(want, got)
@@ -182,7 +198,7 @@ def test_resuming_with_another_global_batch_is_refused_in_one_line(runs):
     (run / "summary.json").write_text(summary.replace('"done"', '"running"'))
     try:
         r = subprocess.run(runs.cmd("ddp_nvfp4", 1, "quant=nvfp4", "train.batch_size=4"),
-                           cwd=runs.root, env=_env(), capture_output=True, text=True,
+                           cwd=runs.root, env=process_env(), capture_output=True, text=True,
                            timeout=TIMEOUT)
         after = files()
     finally:

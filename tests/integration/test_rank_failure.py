@@ -5,15 +5,12 @@ directory holds only whole files (the tracebacks in ``errors/``)."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from helpers.runs import TORCHRUN, process_env
 
-SCRIPT = shutil.which("nvfp4-lab") or str(Path(sys.executable).with_name("nvfp4-lab"))
 FAULT = Path(__file__).with_name("rank_fault.py")
 ARGS = ["run", "trainer=ddp", "trainer.accelerator=cpu", "trainer.precision=32-true",
         "quant=nvfp4", "data=pydoc", "model.n_layers=2", "quant.backend=reference",
@@ -30,11 +27,9 @@ TIMEOUT = 180     # seconds: a rank left waiting on a collective would hang unti
 ])
 def test_a_failing_rank_ends_every_rank_naming_itself(tmp_path, fault, status, cause):
     run = tmp_path / "run"
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE")}
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-           str(FAULT), fault, *ARGS, f"output_root={tmp_path / 'out'}", f"hydra.run.dir={run}"]
-    r = subprocess.run(cmd, cwd=tmp_path, env={**env, "CI": "1", "OMP_NUM_THREADS": "1"},
+    cmd = [*TORCHRUN, str(FAULT), fault, *ARGS, f"output_root={tmp_path / 'out'}",
+           f"hydra.run.dir={run}"]
+    r = subprocess.run(cmd, cwd=tmp_path, env=process_env(),
                        capture_output=True, text=True, timeout=TIMEOUT)
     text = r.stdout + r.stderr
     assert r.returncode != 0, text[-4000:]

@@ -11,17 +11,15 @@ summary and report tables come out the same.
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pandas as pd
 import torch
+from helpers.runs import SCRIPT, descendants, process_env
 
-SCRIPT = shutil.which("nvfp4-lab") or str(Path(sys.executable).with_name("nvfp4-lab"))
 ARGS = ["run", "-m", "hydra/launcher=submitit_local", "seed=0,1", "data=pydoc",
         "model.n_layers=2", "quant.backend=reference", "train.seq_len=64",
         "train.batch_size=4", "train.val_batches=2", "train.warmup=0", "trainer.progress=plain",
@@ -30,27 +28,11 @@ TIMEOUT = 240
 RESULTS = ["seed", "status", "steps", "final_val_loss", "best_val_loss", "final_train_loss"]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "CI": "1", "OMP_NUM_THREADS": "1"}
-
-
-def _descendants(pid: int) -> list[int]:
-    """Every process below ``pid``, from /proc (the children lists of each task)."""
-    out, todo = [], [pid]
-    while todo:
-        p = todo.pop()
-        for task in Path(f"/proc/{p}/task").glob("*"):
-            kids = [int(k) for k in (task / "children").read_text().split()]
-            out += kids
-            todo += kids
-    return out
-
-
 def _job_tasks(pid: int) -> list[int]:
     """The submitit tasks (``python -m submitit.core._submit``) the sweep started."""
     def cmdline(p):
         return Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    return [p for p in _descendants(pid) if "submitit.core._submit" in cmdline(p)]
+    return [p for p in descendants(pid) if "submitit.core._submit" in cmdline(p)]
 
 
 def _stdout(task: int) -> Path | None:
@@ -75,12 +57,12 @@ def test_preempted_jobs_are_requeued_and_end_as_uninterrupted_ones(tmp_path):
     out = f"output_root={tmp_path / 'out'}"
     straight = tmp_path / "straight"
     r = subprocess.run([SCRIPT, *ARGS, out, f"hydra.sweep.dir={straight}"], cwd=tmp_path,
-                       env=_env(), capture_output=True, text=True, timeout=TIMEOUT)
+                       env=process_env(), capture_output=True, text=True, timeout=TIMEOUT)
     assert r.returncode == 0, r.stderr[-3000:]
 
     cut = tmp_path / "preempted"
     p = subprocess.Popen([SCRIPT, *ARGS, out, f"hydra.sweep.dir={cut}"], cwd=tmp_path,
-                         env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                         env=process_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          text=True)
     try:
         deadline = time.monotonic() + TIMEOUT

@@ -233,8 +233,10 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     if multirun or not rich:
         quiet_lightning()
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
+    # no version counter: a run directory moved or copied elsewhere and resumed there still
+    # writes last.ckpt (the callback knows only its old path, and would write last-v1.ckpt)
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
-                                 save_last=True, save_top_k=0),
+                                 save_last=True, save_top_k=0, enable_version_counter=False),
                  BackendProbe(), SaveForBranches(out, branch_steps), RecordRankError(out),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]

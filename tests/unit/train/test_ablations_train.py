@@ -11,7 +11,7 @@ import json
 
 import pytest
 import yaml
-from conftest import fast
+from helpers.runs import fast
 
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.train.schema import apply_arm

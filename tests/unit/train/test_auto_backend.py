@@ -6,7 +6,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import fast
+from helpers.runs import fast
 
 from nvfp4_lab.quant import cost
 from nvfp4_lab.quant.backends import compile_cache_dir

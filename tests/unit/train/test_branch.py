@@ -13,7 +13,7 @@ import json
 
 import pandas as pd
 import pytest
-from conftest import fast
+from helpers.runs import fast
 from omegaconf import OmegaConf, open_dict
 
 from nvfp4_lab.train import branch

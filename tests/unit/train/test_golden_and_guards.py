@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import fast
+from helpers.runs import fast
 
 from nvfp4_lab.train.machine import Machine, MachineClass, versions
 from nvfp4_lab.train.module import LMTask, lr_lambda

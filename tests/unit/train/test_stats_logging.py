@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from conftest import fast
+from helpers.runs import fast
 
 from nvfp4_lab.train.task import train
 

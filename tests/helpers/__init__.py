@@ -1,0 +1,1 @@
+"""What several test modules share; on the path through pytest's ``pythonpath`` (pyproject)."""
