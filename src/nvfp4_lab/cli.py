@@ -75,8 +75,8 @@ def run(argv: list[str]) -> int:
         from hydra.core.hydra_config import HydraConfig
         from hydra.types import RunMode
 
+        from .rundir import RankFailed, RunExists
         from .train.progress import SweepPosition
-        from .train.rundir import RankFailed, RunExists
         from .train.sweep_plan import SweepPlan
         from .train.task import train
 

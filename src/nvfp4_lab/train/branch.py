@@ -41,7 +41,7 @@ class Branch:
 
     def prefix(self):
         """The parent's metrics of steps up to the branch (a DataFrame): the branch's own
-        first rows. pandas and ``rundir`` (torch) load here and in ``find``, not with the
+        first rows. pandas and ``rundir`` load here and in ``find``, not with the
         module: the command-line check imports it for ``branch_step`` alone."""
         import pandas as pd
 
@@ -93,7 +93,7 @@ def save_steps(raw: DictConfig, max_steps: int) -> list[int]:
 def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
          ) -> Branch | None:
     """The parent run that ``cfg`` (``raw`` with its arm applied) continues, or None."""
-    from . import rundir
+    from .. import rundir
 
     step = branch_step(cfg, max_steps)
     if step is None:

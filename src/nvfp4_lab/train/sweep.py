@@ -23,8 +23,8 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from ..analysis.report import write_report
+from ..rundir import COLUMNS, SUMMARY, Summary
 from .preview import expand
-from .rundir import COLUMNS, SUMMARY, Summary
 from .schema import apply_arm, recipe_of
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores

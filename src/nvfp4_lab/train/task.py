@@ -26,10 +26,11 @@ from lightning.pytorch.callbacks import Callback, ModelCheckpoint
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
+from .. import rundir
 from ..data import DataConfig, LMDataModule
 from ..model import ModelConfig
 from ..quant import cost
-from . import branch, rundir, threads
+from . import branch, threads
 from .backend_probe import BackendProbe
 from .console import say
 from .machine import Machine, versions

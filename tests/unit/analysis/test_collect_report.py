@@ -9,9 +9,10 @@ import pytest
 import yaml
 
 from nvfp4_lab.analysis import collect, figures, find_sweeps, load_paper, write_report
-from nvfp4_lab.analysis.collect import read_metrics, recipe_axes
+from nvfp4_lab.analysis.collect import recipe_axes
 from nvfp4_lab.cli import main
 from nvfp4_lab.configs import conf_dir
+from nvfp4_lab.rundir import read_metrics
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

@@ -16,9 +16,9 @@ import pytest
 from helpers.runs import fast
 from omegaconf import OmegaConf, open_dict
 
+from nvfp4_lab.rundir import config_hash
 from nvfp4_lab.train import branch
 from nvfp4_lab.train.progress import SweepPosition
-from nvfp4_lab.train.rundir import config_hash
 from nvfp4_lab.train.schema import Refused, apply_arm
 from nvfp4_lab.train.task import train
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from nvfp4_lab.train.rundir import config_hash
+from nvfp4_lab.rundir import config_hash
 from nvfp4_lab.train.schema import RootConfig
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "run_config_2026-12-01.yaml"

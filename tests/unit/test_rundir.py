@@ -1,4 +1,4 @@
-"""The run contract (``train/rundir.py``): ``summary.json`` as one typed ``Summary``, read from
+"""The run contract (``rundir.py``): ``summary.json`` as one typed ``Summary``, read from
 every file the project has published and written back as the same record."""
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from nvfp4_lab.train import rundir
-from nvfp4_lab.train.rundir import COLUMNS, Status, Summary
+from nvfp4_lab import rundir
+from nvfp4_lab.rundir import COLUMNS, Status, Summary
 
-RESULTS = Path(__file__).resolve().parents[3] / "results"
+RESULTS = Path(__file__).resolve().parents[2] / "results"
 PUBLISHED = sorted(RESULTS.rglob("summary.json"))
 
 

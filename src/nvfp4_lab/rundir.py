@@ -35,9 +35,8 @@ from pathlib import Path
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
-from ..analysis.collect import read_metrics
-
 SUMMARY = "summary.json"
+CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]   # metrics.csv
 VOLATILE = ("resume", "trainer.progress")
 
 
@@ -228,6 +227,39 @@ def git_sha() -> str | None:
         return sha + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def read_metrics(run: Path, tokens_per_step: int | None = None) -> pd.DataFrame:
+    """One row per step: ``metrics.csv`` if present, else the attempts' CSV logs merged (a later
+    attempt of a resumed run wins each (step, metric)). Pure: writes nothing.
+
+    tokens_per_step: needed to merge attempts (Lightning's own step column restarts per
+    attempt); without it the attempts' logged ``tokens`` give the step order.
+    """
+    attempts = sorted(Path(run).glob("logs/csv/version_*/metrics.csv"),
+                      key=lambda p: int(p.parent.name.split("_")[1]))
+    if not attempts:
+        path = Path(run) / "metrics.csv"
+        return pd.read_csv(path) if path.exists() else pd.DataFrame(columns=CURVE_COLUMNS)
+    frames = []
+    for i, path in enumerate(attempts):
+        try:
+            df = pd.read_csv(path)
+        except (pd.errors.EmptyDataError, pd.errors.ParserError):
+            continue  # an attempt killed before its first flush
+        frames.append(df.copy().assign(attempt=i))  # copy: read_csv leaves wide frames
+        # (hundreds of layer-statistic columns) fragmented, and every insert would warn
+    if not frames:
+        return pd.DataFrame(columns=CURVE_COLUMNS)
+    df = pd.concat(frames, ignore_index=True).drop(columns=["step", "epoch"], errors="ignore")
+    df = df.dropna(subset=["tokens"]).copy()
+    per_step = tokens_per_step or int(df["tokens"].min())
+    df["step"] = (df["tokens"] / per_step).round().astype(int)
+    df = df.sort_values("attempt").groupby("step").last().reset_index().drop(columns="attempt")
+    df = df.copy()
+    df["tokens"] = df["step"] * per_step
+    rest = sorted(c for c in df.columns if c not in CURVE_COLUMNS)
+    return df.reindex(columns=CURVE_COLUMNS + rest)
 
 
 def merge_metrics(run: Path, tokens_per_step: int, prefix: pd.DataFrame | None = None

@@ -1,0 +1,76 @@
+"""The import graph against docs/architecture.md's layers: a package imports only packages
+below it in the table, at module level or inside a function. Read from the sources with
+``ast``, nothing imported."""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+ROOTS = {"nvfp4_lab": REPO / "src" / "nvfp4_lab",
+         "nvfp4_kernels": REPO / "kernels" / "nvfp4_kernels"}
+ROW = re.compile(r"^\| `([a-z_0-9]+)/?` \|", re.M)
+
+
+def layers() -> list[str]:
+    """The packages of the Layers table, bottom first."""
+    doc = (REPO / "docs" / "architecture.md").read_text()
+    table = doc[doc.index("## Layers"):].split("\n## ", 1)[0]
+    return ROW.findall(table)[::-1]
+
+
+def unit_of(module: list[str]) -> str | None:
+    """The layer a dotted module name belongs to: ``nvfp4_kernels``, or the module or package
+    right below ``nvfp4_lab`` (None: the package root itself, a name such as ``__version__``)."""
+    if module[0] == "nvfp4_kernels":
+        return "nvfp4_kernels"
+    if module[0] != "nvfp4_lab" or len(module) < 2:
+        return None
+    top = ROOTS["nvfp4_lab"] / module[1]
+    return module[1] if top.is_dir() or top.with_suffix(".py").exists() else None
+
+
+def imports(source: str, module: list[str], is_package: bool) -> set[str]:
+    """The layers that a module's source imports from (relative imports resolved)."""
+    here = module if is_package else module[:-1]
+    found = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            targets = [a.name.split(".") for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - node.level + 1] if node.level else []
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            targets = [target] if node.module else [[*target, a.name] for a in node.names]
+        else:
+            continue
+        found |= {unit_of(t) for t in targets if t[0] in ROOTS}
+    return found - {None}
+
+
+def test_the_import_finder_resolves_relative_and_nested_imports():
+    src = ("from ..train import task\nfrom . import rundir\nimport nvfp4_kernels\n"
+           "def f():\n    from ...nvfp4_lab.formats import spec\n")
+    got = imports(src, ["nvfp4_lab", "analysis", "collect"], is_package=False)
+    assert got == {"train", "analysis", "nvfp4_kernels", "formats"}
+    assert imports("from . import rundir, __version__\n", ["nvfp4_lab"], is_package=True) == \
+        {"rundir"}
+
+
+def test_every_package_imports_only_the_layers_below_it():
+    order = layers()
+    assert order[0] == "lazy" and order[-1] == "cli" and len(order) == len(set(order)) >= 10
+    upward = []
+    for root_name, root in ROOTS.items():
+        for path in root.rglob("*.py"):
+            parts = [root_name, *path.relative_to(root).with_suffix("").parts]
+            package = parts[-1] == "__init__"
+            module = parts[:-1] if package else parts
+            unit = unit_of(module) if root_name == "nvfp4_lab" else "nvfp4_kernels"
+            if unit is None:
+                continue
+            assert unit in order, f"{path}: package {unit} is not in docs/architecture.md"
+            for other in imports(path.read_text(), module, package) - {unit}:
+                if other not in order or order.index(other) > order.index(unit):
+                    upward.append(f"{path.relative_to(REPO)} ({unit}) imports {other}")
+    assert not upward, "\n".join(upward)
