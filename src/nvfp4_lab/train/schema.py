@@ -130,8 +130,7 @@ class QuantSchema:
 
 @dataclass
 class TrainConfig:
-    """Optimisation and run length. Steps are optimizer steps; a step sees
-    ``batch_size * seq_len * accumulate * world_size`` tokens."""
+    """Optimisation and run length. Steps are optimizer steps (``tokens_per_step``)."""
 
     seq_len: int = 128
     batch_size: int = 16            # sequences per device and micro-batch
@@ -163,6 +162,10 @@ class TrainConfig:
             raise ValueError("train.warmup must be in [0, 1) and train.decay in [0, 1]")
         if self.tokens_multiplier <= 0:
             raise ValueError(f"train.tokens_multiplier={self.tokens_multiplier} must be > 0")
+
+    def tokens_per_step(self, world: int) -> int:
+        """The tokens of one optimizer step on ``world`` data-parallel processes."""
+        return self.batch_size * self.seq_len * self.accumulate * world
 
     def run_length(self, tokens_per_step: int) -> int:
         """Optimizer steps of the run: ``max_tokens`` (if set) or ``max_steps``, times
@@ -208,9 +211,8 @@ class TrainerConfig:
         """Refuse, before anything is written, what Lightning would fail on after: DDP workers
         spawned from inside a Hydra multirun job (each re-runs the whole sweep;
         docs/architecture.md, Scaling out), and a process count other than the launcher's."""
-        external = "LOCAL_RANK" in os.environ or "SLURM_NTASKS" in os.environ
         many = self.devices not in (1, "1", [0]) or self.num_nodes > 1
-        if multirun and many and not external:
+        if multirun and many and not launcher_layout():
             raise Refused(
                 f"trainer.devices={self.devices} inside a sweep: Lightning would re-launch the "
                 "whole sweep in every worker. Run multi-device jobs one at a time under "

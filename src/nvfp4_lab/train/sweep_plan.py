@@ -110,7 +110,7 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
     if model.vocab_size == 0:     # as the data module will set it
         model.vocab_size = 256 if data.tokenizer == "bytes" else data.vocab_size
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
+    tokens_per_step = t.tokens_per_step(tr.world_size())
     steps = t.run_length(tokens_per_step)
     steps -= branch.branch_step(cfg, steps) or 0   # a branch trains its tail only
     specs = [o.spec for o in operand_plan(recipe).values() if o.spec]

@@ -49,7 +49,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
     tr.check_launch(multirun)
     chash = rundir.config_hash(cfg, world=tr.world_size())
-    tokens_per_step = t.batch_size * t.seq_len * t.accumulate * tr.world_size()
+    tokens_per_step = t.tokens_per_step(tr.world_size())
     state = rundir.check_can_start(out, chash, cfg.resume, tokens_per_step)
     if state == "done":
         # the terminal only: a finished run's cli.log is not appended to

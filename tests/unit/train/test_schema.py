@@ -34,10 +34,16 @@ def test_auto_devices_take_the_launchers_processes(env, launcher, want):
     tr = TrainerConfig(strategy="ddp", devices="auto")
     assert tr.layout() == want and tr.world_size() == want[0] * want[1]
     tr.check_launch(multirun=False)
+    tr.check_launch(multirun=True)      # a sweep's job on the launcher's processes (srun)
     with pytest.raises(Refused, match=r"trainer.devices=1 x trainer.num_nodes=\d is not the "
                                       rf"{want[0] * want[1]} processes"):
         TrainerConfig(strategy="ddp", devices=1).check_launch(multirun=False)
 
+
+def test_several_devices_in_a_sweep_without_a_launcher_are_refused(env):
+    with pytest.raises(Refused, match="trainer.devices=2 inside a sweep"):
+        TrainerConfig(strategy="ddp", devices=2).check_launch(multirun=True)
+    TrainerConfig(strategy="ddp", devices=2).check_launch(multirun=False)
 
 
 @pytest.mark.parametrize("launcher, rank", [({}, 0), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
