@@ -13,7 +13,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from nvfp4_lab.rundir import config_hash
+from nvfp4_lab.rundir import ADDED, config_hash
 from nvfp4_lab.train.schema import RootConfig
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "run_config_2026-12-01.yaml"
@@ -29,6 +29,27 @@ def test_a_run_from_before_the_new_keys_hashes_as_it_did():
     cfg = today()
     assert cfg.model.pattern == "" and cfg.quant.four_over_six.operands == []  # added keys
     assert config_hash(cfg, world=1) == RECORDED
+
+
+def _leaves(d: dict, prefix: str = "") -> set[str]:
+    """{"a": {"b": 1, "c": {}}} -> {"a.b", "a.c"}"""
+    out = set()
+    for k, v in d.items():
+        out |= _leaves(v, f"{prefix}{k}.") if isinstance(v, dict) and v else {prefix + k}
+    return out
+
+
+def test_every_key_added_since_the_first_hash_says_what_means_off():
+    """A schema field added without an ``ADDED`` entry would change the hash of every run
+    from before it: this fails first, naming the key."""
+    first = _leaves(OmegaConf.to_container(OmegaConf.load(GOLDEN)))
+    schema = _leaves(OmegaConf.to_container(OmegaConf.structured(RootConfig)))
+    covered = {key for _, keys in ADDED.values() for key in keys}
+    missing = [k for k in sorted(schema - first)
+               if not any(k == c or k.startswith(c + ".") for c in covered)]
+    assert not missing, f"schema keys with no entry in rundir.ADDED: {missing}"
+    assert schema - first, "the schema has grown since 2026-12-01: the check has work"
+    assert all(switch in schema for switch in ADDED)
 
 
 def test_the_new_keys_count_once_they_select_something():
