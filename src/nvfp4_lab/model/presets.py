@@ -1,4 +1,5 @@
-"""Named model sizes, from a CPU-minutes toy to the paper's 1.2B, 8B and 12B models.
+"""Named model sizes, from a CPU-minutes toy to the paper's 1.2B, 8B and 12B models, read from
+the package's ``conf/model/<name>.yaml``: one definition for the command line and the library.
 
 Every preset is the paper's 1.2B block (paper App. A.3; docs/experiments.md, Models) scaled down:
 FFN at 3x, GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
@@ -50,40 +51,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import yaml
+
+from ..configs import PACKAGED
 from .config import ModelConfig
 
-NEMOTRON_H_8B = "M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M*-M-M-M-M-M-"
-NEMOTRON_H_12B = "M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M*-M-M-M-M-"
 
-MODEL_PRESETS: dict[str, ModelConfig] = {
-    "nano": ModelConfig(name="nano", d_model=128, n_layers=5, n_heads=4, n_kv_heads=2,
-                        lr=3e-3),
-    "micro": ModelConfig(name="micro", d_model=256, n_layers=8, n_heads=4, n_kv_heads=2,
-                         lr=2e-3),
-    "small": ModelConfig(name="small", d_model=512, n_layers=10, n_heads=8, n_kv_heads=4,
-                         lr=1.5e-3),
-    "base": ModelConfig(name="base", d_model=1024, n_layers=12, n_heads=8, n_kv_heads=4,
-                        lr=6e-4),
-    "paper_1b2": ModelConfig(name="paper_1b2", d_model=2048, n_layers=20, n_heads=16,
-                             n_kv_heads=8, max_seq_len=8192, lr=1.2e-3),
-    "hybrid_nano": ModelConfig(name="hybrid_nano", d_model=128, n_layers=7, n_heads=4,
-                               n_kv_heads=2, lr=3e-3, pattern="M-M*-M-", mamba_head_dim=32,
-                               mamba_groups=2, mamba_state=32),
-    "hybrid_micro": ModelConfig(name="hybrid_micro", d_model=256, n_layers=12, n_heads=4,
-                                n_kv_heads=2, lr=2e-3, pattern="M-M*-M-M*-M-",
-                                mamba_head_dim=64, mamba_groups=2, mamba_state=64),
-    "hybrid_small": ModelConfig(name="hybrid_small", d_model=512, n_layers=13, n_heads=8,
-                                n_kv_heads=4, lr=1.5e-3, pattern="M-M-M-M*-M-M-",
-                                mamba_head_dim=64, mamba_groups=8, mamba_state=64),
-    "nemotron_h_8b": ModelConfig(name="nemotron_h_8b", d_model=4096, n_layers=52, n_heads=32,
-                                 n_kv_heads=4, ffn_mult=5.25, max_seq_len=8192, lr=8e-4,
-                                 pattern=NEMOTRON_H_8B, mamba_head_dim=64, mamba_groups=8,
-                                 mamba_state=128, mamba_chunk=128),
-    "nemotron_h_12b": ModelConfig(name="nemotron_h_12b", d_model=5120, n_layers=62, n_heads=40,
-                                  n_kv_heads=8, ffn_mult=4.0, max_seq_len=8192, lr=4.5e-4,
-                                  pattern=NEMOTRON_H_12B, mamba_head_dim=64, mamba_groups=8,
-                                  mamba_state=128, mamba_chunk=128),
-}
+def _load() -> dict[str, ModelConfig]:
+    return {p.stem: ModelConfig(**yaml.safe_load(p.read_text()))
+            for p in sorted((PACKAGED / "model").glob("*.yaml"))}
+
+
+MODEL_PRESETS: dict[str, ModelConfig] = _load()
 
 
 def model_preset(name: str, /, **changes) -> ModelConfig:

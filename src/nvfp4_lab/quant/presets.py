@@ -1,4 +1,6 @@
-"""The paper's recipes as named presets (``conf/quant/<name>.yaml`` mirrors each).
+"""The shipped recipes by name, read from the package's ``conf/quant/<name>.yaml``: one
+definition for the command line and the library (each file also says where its recipe
+comes from).
 
     nvfp4        the full method (Sec. 4): 2D 16x16 weights, RHT 16 on Wgrad, SR on gradients,
                  the last 20% of blocks in BF16 (the 1.2B model's "last 4 of 20", as a
@@ -22,26 +24,18 @@
 """
 from __future__ import annotations
 
-from .recipe import FourOverSix, HighPrecision, Recipe, RHTConfig
+import yaml
 
-NO_RHT = RHTConfig(gemms=())
-LAST_20_PERCENT = HighPrecision(last=0.2)
+from ..configs import PACKAGED
+from .recipe import Recipe, from_dict
 
-PRESETS: dict[str, Recipe] = {
-    "nvfp4": Recipe(name="nvfp4", high_precision=LAST_20_PERCENT),
-    "nvfp4_4over6": Recipe(name="nvfp4_4over6", high_precision=LAST_20_PERCENT,
-                           four_over_six=FourOverSix(operands=("fprop.x", "weights"))),
-    "nvfp4_row_scaled": Recipe(name="nvfp4_row_scaled", high_precision=LAST_20_PERCENT,
-                               row_scaled=("fprop.x",)),
-    "quartet_ii": Recipe(name="quartet_ii", weight_blocks="1d", sr=(), ms_eden=("backward",),
-                         rht=RHTConfig(gemms=("dgrad", "wgrad"), size=128, signs="per_call")),
-    "nvfp4_base": Recipe(name="nvfp4_base", weight_blocks="1d", rht=NO_RHT, sr=()),
-    "mxfp4": Recipe(name="mxfp4", format="mxfp4", rht=RHTConfig(size=32),
-                    high_precision=LAST_20_PERCENT),
-    "fp8": Recipe(name="fp8", format="fp8", rht=NO_RHT, sr=(),
-                  high_precision=HighPrecision(first=1, last=2)),
-    "bf16": Recipe(name="bf16", format="bf16", rht=NO_RHT, sr=()),
-}
+
+def _load() -> dict[str, Recipe]:
+    return {p.stem: from_dict(yaml.safe_load(p.read_text()))
+            for p in sorted((PACKAGED / "quant").glob("*.yaml"))}
+
+
+PRESETS: dict[str, Recipe] = _load()
 
 
 def preset(name: str, /, **changes) -> Recipe:

@@ -111,8 +111,8 @@ def test_unknown_keys_in_replace_and_preset_changes():
         PRESETS["nvfp4"].replace(rht={"sizes": 32})
     with pytest.raises(ValueError, match="unknown recipe key 'fromat'"):
         preset("nvfp4", fromat="mxfp4")
-    with pytest.raises(ValueError, match="quant='nvfp5' is not one of nvfp4, nvfp4_4over6, "
-                                         "nvfp4_row_scaled, quartet_ii, nvfp4_base"):
+    with pytest.raises(ValueError, match="quant='nvfp5' is not one of bf16, fp8, mxfp4, nvfp4, "
+                                         "nvfp4_4over6, nvfp4_base, nvfp4_row_scaled, quartet_ii"):
         preset("nvfp5")
 
 

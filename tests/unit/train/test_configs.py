@@ -1,7 +1,6 @@
-"""Every shipped config composes, and the YAML presets are the Python presets."""
+"""Every shipped config composes, and a composed quant option is its preset."""
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,6 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
 from nvfp4_lab.configs import conf_dir
-from nvfp4_lab.model import MODEL_PRESETS
 from nvfp4_lab.quant import PRESETS, from_dict, to_dict
 from nvfp4_lab.train.schema import apply_arm, recipe_of
 
@@ -26,17 +24,6 @@ def test_every_group_has_options():
     assert {"formats", "components", "token_efficiency", "precision_switch", "cumulative",
             "bf16_layers", "sr_placement", "rht_gemms", "rht_size", "rht_signs", "consistency",
             "smoke", "quickstart"} <= set(ABLATIONS)
-
-
-@pytest.mark.parametrize("name", sorted(PRESETS))
-def test_quant_yaml_is_the_preset(name):
-    assert from_dict(yaml.safe_load((CONF / "quant" / f"{name}.yaml").read_text())) == PRESETS[name]
-
-
-@pytest.mark.parametrize("name", sorted(MODEL_PRESETS))
-def test_model_yaml_is_the_preset(name):
-    assert yaml.safe_load((CONF / "model" / f"{name}.yaml").read_text()) == asdict(
-        MODEL_PRESETS[name])
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
