@@ -9,7 +9,9 @@ over every tracked file and every untracked one that git does not ignore:
 (a) no file outside docs/ cites one of those notes by its bare name;
 (b) every ``docs/<name>.md`` mentioned anywhere exists, and where a citation names a section
     (``docs/<name>.md, Section``, capitalised), that page has a heading that the cited text
-    starts with, or one that starts with the cited name's first word (``E04``);
+    starts with, or one that starts with the cited name's first word (``E04``); the same for
+    the sections of ``benchmarks/RESULTS.md`` and ``notebooks/LOG.md``, where measurements
+    and the story live;
 (c) every relative markdown link in docs/*.md resolves to a file, and its ``#anchor`` to a
     heading of that file.
 """
@@ -27,7 +29,8 @@ DOCS = ROOT / "docs"
 # not cite them itself)
 NOTES = ("paper", "implementations", "ecosystem", "design", "triton_notes")
 NOTE = re.compile(r"(?<![\w-])(?:" + "|".join(NOTES) + r")\.md\b")
-DOC_PATH = re.compile(r"(?<![\w./-])docs/([\w.-]+\.md)(?:, ([^\n]*))?")
+DOC_PATH = re.compile(r"(?<![\w./-])(docs/[\w.-]+\.md|benchmarks/RESULTS\.md|notebooks/LOG\.md)"
+                      r"(?:, ([^\n]*))?")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 
@@ -85,10 +88,10 @@ def test_cited_docs_exist_with_their_sections():
     bad = []
     for rel, text in _texts():
         for m in DOC_PATH.finditer(text):
-            page = DOCS / m.group(1)
+            page = ROOT / m.group(1)
             where = f"{rel}:{_line(text, m.start())}"
             if not page.is_file():
-                bad.append(f"{where}: docs/{m.group(1)} does not exist")
+                bad.append(f"{where}: {m.group(1)} does not exist")
                 continue
             rest = (m.group(2) or "").strip()
             token = re.match(r"[A-Z0-9][\w.+-]*", rest)
@@ -96,7 +99,7 @@ def test_cited_docs_exist_with_their_sections():
                 continue  # a path without a section name (sections start upper case)
             heads = _headings(page)
             if not any(rest.startswith(h) or h.startswith(token.group(0)) for h in heads):
-                bad.append(f"{where}: docs/{m.group(1)} has no section {rest[:40]!r}")
+                bad.append(f"{where}: {m.group(1)} has no section {rest[:40]!r}")
     assert not bad, "\n".join(bad)
 
 

@@ -16,10 +16,8 @@ round-to-nearest-even:
     y_i    = clamp(x_i * enc_b, -6, 6)                 E4M3 rounding can push amax above 6
     code_i = E2M1(y_i)                                 RNE, or SR for gradients (e2m1.py)
 
-There is no lower clamp on s_b: a block whose amax is below ~2^-9/448 of the tensor amax gets
-scale 0, so it decodes to zeros; its nonzero elements, multiplied by enc_b = FLT_MAX, clamp
-to codes +-6 (TE's reference writes the same bytes). Between that and 2^-6/448 the scale is
-an E4M3 subnormal.
+There is no lower clamp on s_b: a block far below the tensor amax gets a subnormal or a zero
+scale, and a zero scale gives enc_b = FLT_MAX (docs/numerics.md, NVFP4: Small blocks).
 
 Decoding follows TE's dequantize kernel (``dequantize_nvfp4.cuh``; TE's reference quantizer
 has no decode of its own): x_hat = e2m1 * ((fp32(s_b) * A) * fp32(1/2688)), each product

@@ -25,11 +25,9 @@ non-contiguous view, one that records a gradient, a CUDA tensor) runs the ``fall
 ``torch.compile`` of the same function. Two processes of a sweep that build the same package
 at once each write their own file and rename it into place; either serves.
 
-Measured on the 2-core box (benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
-packages): a warm ``nano`` NVFP4 run starts in 1.8 s instead of 6.5 s alone on the machine, and
-its self-test in ~4 s instead of ~18 s with two trainings on the two cores; building is about
-twice torch.compile's cold compile (57 s of cold start-up against 34 s), paid once per
-machine and recipe; the steady step is unchanged.
+A warm run starts several times sooner than through torch.compile, and building costs about
+twice its cold compile, once per machine and recipe; the steady step is unchanged
+(benchmarks/RESULTS.md, Compiled quantizers as AOTInductor packages).
 
 The bits are inductor's either way: the same lowering of the same operations, elementwise or
 max reductions, which its C++ keeps in IEEE order (tests/unit/test_packaged.py checks the

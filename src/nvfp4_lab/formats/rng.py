@@ -21,9 +21,10 @@ ATen and torch.compile use (``vpmulld``, ``vpaddd``) and the scalar ``imul``/``a
 definition. C++ calls signed overflow undefined, so the bits are checked against Python
 integers (``fmix32_int``) by the tests, on every platform they run, and a compiled backend's
 self-test compares them with the eager ones before training. Right shifts are arithmetic on
-int32, so each is masked to the bits a logical shift would keep. Wrapping int32 is 3x faster
-than the exact int64 products it replaced (same bits: the conversions cost more than the
-arithmetic); the Triton kernels' native uint32 arithmetic gives the same bits too.
+int32, so each is masked to the bits a logical shift would keep. Wrapping int32 replaced
+exact int64 products, with the same bits and faster (benchmarks/RESULTS.md, Eager quantizers
+without `where` and int64); the Triton kernels' native uint32 arithmetic gives the same bits
+too.
 
 Limit: indices are taken modulo 2^32, so tensors above 4G elements reuse bits.
 """

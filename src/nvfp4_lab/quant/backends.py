@@ -69,9 +69,8 @@ def compile_cache_dir() -> Path:
     """Where torch.compile keeps its compiled graphs (inductor's FX-graph and AOT-autograd
     caches): ``$TORCHINDUCTOR_CACHE_DIR`` if the user set it, else ``$NVFP4_LAB_CACHE/inductor``
     (default ``~/.cache/nvfp4-lab/inductor``), which every run and sweep on the machine shares
-    and which, unlike inductor's default under /tmp, survives /tmp being cleaned. Compiling
-    the quantizers of a recipe costs about 40 s at ``nano`` on 2 cores; a warm cache loads
-    them in seconds."""
+    and which, unlike inductor's default under /tmp, survives /tmp being cleaned: compiling a
+    recipe's quantizers takes about a minute, loading them from a warm cache seconds."""
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     return cache_root() / "inductor"

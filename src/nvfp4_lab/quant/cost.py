@@ -2,10 +2,11 @@
 
 Both CPU backends compute the same bits; they differ in what they cost. ``reference`` (eager
 PyTorch) starts at once but runs each step at several times the BF16 step; ``compiled``
-(inductor's code for the same functions) runs a step in about 0.6 of the reference's time at
-``nano`` but first compiles every quantizer of the recipe into an AOTInductor package: about
-55 s on a cold cache (``nano``, the self-test's quantizers included), and about 2 s of loading
-them once they are in the machine's compile cache (``backends.compile_cache_dir``). Which
+(inductor's code for the same functions) runs a step in a fraction of the reference's time
+but first compiles every quantizer of the recipe into an AOTInductor package, a minute on a
+cold cache and seconds of loading once they are in the machine's compile cache
+(``backends.compile_cache_dir``; benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
+packages). Which
 wins depends on the run's length and on what this machine has already compiled, so ``auto``
 decides from timings this machine measured:
 
