@@ -13,12 +13,14 @@ from __future__ import annotations
 import importlib
 import sys
 from collections.abc import Callable
+from typing import Any
 
 
-def exports(package: str, names: dict[str, str]) -> tuple[Callable, Callable]:
+def exports(package: str, names: dict[str, str]
+            ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """``__getattr__`` and ``__dir__`` for ``package``: ``names`` maps each public name to
     the submodule (relative to ``package``) that defines it."""
-    def __getattr__(name: str):
+    def __getattr__(name: str) -> Any:
         if name not in names:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         value = getattr(importlib.import_module(f".{names[name]}", package), name)

@@ -31,6 +31,7 @@ import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
@@ -46,7 +47,7 @@ class RunExists(RuntimeError):
 
 def config_hash(cfg: DictConfig, *, world: int) -> str:
     """The hash of what ``cfg`` computes on ``world`` data-parallel processes."""
-    c = OmegaConf.to_container(cfg, resolve=True, enum_to_str=True)
+    c = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     for key in VOLATILE:
         *parents, leaf = key.split(".")
         _get(c, ".".join(parents), {}).pop(leaf, None)
@@ -55,7 +56,7 @@ def config_hash(cfg: DictConfig, *, world: int) -> str:
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def _as_slots(c: dict, world: int) -> None:
+def _as_slots(c: dict[str, Any], world: int) -> None:
     """DDP (or one process) on W ranks accumulating A micro-batches computes what one process
     accumulating W * A does (``data.Slots``): hash it as that, so either resumes the other's
     checkpoint."""
@@ -82,7 +83,7 @@ ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
 }
 
 
-def _as_first_hashed(c: dict) -> None:
+def _as_first_hashed(c: dict[str, Any]) -> None:
     """Leave out the ``ADDED`` keys whose switch is off; ``model.ffn_mult``, an int until
     fractional FFN widths came, hashes an integral value as that int."""
     for switch, (off, keys) in ADDED.items():
@@ -95,7 +96,7 @@ def _as_first_hashed(c: dict) -> None:
         model["ffn_mult"] = int(model["ffn_mult"])
 
 
-def _get(c: dict, key: str, default):
+def _get(c: Any, key: str, default: Any) -> Any:
     """``c["a"]["b"]`` for ``"a.b"`` (``c`` itself for ``""``), or ``default``."""
     for part in filter(None, key.split(".")):
         if not isinstance(c, dict) or part not in c:
@@ -142,7 +143,7 @@ class Summary:
     backend_reason: str | None = None
     started: str | None = None
     finished: str | None = None
-    branched_from: dict | None = None     # train/branch.py: the parent run and step
+    branched_from: dict[str, Any] | None = None   # train/branch.py: the parent run, step
 
     @classmethod
     def read(cls, run: Path) -> Summary | None:

@@ -34,7 +34,7 @@ def unit_of(module: list[str]) -> str | None:
 def imports(source: str, module: list[str], is_package: bool) -> set[str]:
     """The layers that a module's source imports from (relative imports resolved)."""
     here = module if is_package else module[:-1]
-    found = set()
+    found: set[str | None] = set()
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             targets = [a.name.split(".") for a in node.names]
@@ -45,10 +45,10 @@ def imports(source: str, module: list[str], is_package: bool) -> set[str]:
         else:
             continue
         found |= {unit_of(t) for t in targets if t[0] in ROOTS}
-    return found - {None}
+    return {unit for unit in found if unit is not None}
 
 
-def test_the_import_finder_resolves_relative_and_nested_imports():
+def test_the_import_finder_resolves_relative_and_nested_imports() -> None:
     src = ("from ..train import task\nfrom . import rundir\nimport nvfp4_kernels\n"
            "def f():\n    from ...nvfp4_lab.formats import spec\n")
     got = imports(src, ["nvfp4_lab", "analysis", "collect"], is_package=False)
@@ -57,7 +57,7 @@ def test_the_import_finder_resolves_relative_and_nested_imports():
         {"rundir"}
 
 
-def test_every_package_imports_only_the_layers_below_it():
+def test_every_package_imports_only_the_layers_below_it() -> None:
     order = layers()
     assert order[0] == "lazy" and order[-1] == "cli" and len(order) == len(set(order)) >= 10
     upward = []
