@@ -1,10 +1,21 @@
-"""``TrainerConfig``'s launch rules: devices and nodes from torchrun or srun, and the
-refusal that comes before anything is written."""
+"""The schema: ``TrainerConfig``'s launch rules (devices and nodes from torchrun or srun, the
+refusal that comes before anything is written), and ``QuantSchema`` against ``Recipe``."""
 from __future__ import annotations
 
-import pytest
+import dataclasses
 
-from nvfp4_lab.train.schema import Refused, TrainerConfig, launcher_layout, process_rank
+import pytest
+from omegaconf import OmegaConf
+
+from nvfp4_lab.quant import Recipe
+from nvfp4_lab.train.schema import (
+    QuantSchema,
+    Refused,
+    TrainerConfig,
+    launcher_layout,
+    process_rank,
+    recipe_of,
+)
 
 LAUNCHER_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_NNODES")
 
@@ -54,3 +65,21 @@ def test_the_process_rank_comes_from_whoever_started_it(env, launcher, rank):
     for key, value in launcher.items():
         env.setenv(key, value)
     assert process_rank() == rank
+
+
+def _fields(cls) -> dict:
+    """{field: nested fields or None} of a dataclass, the Recipe's or the schema's."""
+    return {f.name: _fields(f.default_factory().__class__)
+            if f.default_factory is not dataclasses.MISSING
+            and dataclasses.is_dataclass(f.default_factory()) else None
+            for f in dataclasses.fields(cls) if f.init}
+
+
+def test_the_quant_schema_is_the_recipe():
+    """``QuantSchema`` restates ``Recipe`` for OmegaConf (which takes no tuples or Literals):
+    the same keys at every level (but ``switch.at``, the removed key it names in a refusal)
+    and, composed with nothing set, the default Recipe."""
+    schema = _fields(QuantSchema)
+    del schema["switch"]["at"]
+    assert schema == _fields(Recipe)
+    assert recipe_of(OmegaConf.structured(QuantSchema)) == Recipe()
