@@ -74,3 +74,50 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
                 if other not in order or order.index(other) > order.index(unit):
                     upward.append(f"{path.relative_to(REPO)} ({unit}) imports {other}")
     assert not upward, "\n".join(upward)
+
+
+def module_imports(source: str, module: list[str], is_package: bool) -> set[str]:
+    """The dotted names of the nvfp4_lab modules a module's source imports, but for those
+    under ``if TYPE_CHECKING:`` (annotations only)."""
+    here = module if is_package else module[:-1]
+    tree = ast.parse(source)
+    hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+              and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = here[:len(here) - node.level + 1] if node.level else []
+            target = [*base, *(node.module.split(".") if node.module else [])]
+            found |= {".".join(target)} | {".".join([*target, a.name]) for a in node.names}
+    return {m for m in found if m.startswith("nvfp4_lab.")}
+
+
+def test_no_module_imports_itself_through_others() -> None:
+    """No circle among the modules: one module builds on another, never both ways (an import
+    inside a function counts; one for annotations alone does not)."""
+    root = ROOTS["nvfp4_lab"]
+    modules = {}
+    for path in root.rglob("*.py"):
+        parts = ["nvfp4_lab", *path.relative_to(root).with_suffix("").parts]
+        package = parts[-1] == "__init__"
+        name = ".".join(parts[:-1] if package else parts)
+        modules[name] = (path, parts[:-1] if package else parts, package)
+    graph = {name: {m for m in module_imports(path.read_text(), parts, package)
+                    if m in modules and m != name and not name.startswith(m + ".")}
+             for name, (path, parts, package) in modules.items()}
+    circles = []
+
+    def visit(name: str, trail: list[str]) -> None:
+        if name in trail:
+            circles.append(" -> ".join(trail[trail.index(name):] + [name]))
+            return
+        for other in graph[name]:
+            visit(other, [*trail, name])
+
+    for name in graph:
+        visit(name, [])
+    assert not circles, "\n".join(sorted(set(circles))[:20])

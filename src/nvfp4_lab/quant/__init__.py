@@ -29,6 +29,7 @@ The recipe (``recipe.py``) is the set of axes the paper ablates, each a field:
 
 ``presets.py`` names the paper's recipes (nvfp4, nvfp4_base, mxfp4, fp8, bf16) and
 the later ones (nvfp4_4over6, nvfp4_row_scaled, quartet_ii).
+``operands.py`` names the six GEMM operands and their groups, once.
 ``operand_plan(recipe)`` (``plan.py``) turns a recipe into six operand quantizers; ``QuantLinear``
 (``linear.py``) executes them through the autograd Function of ``gemm.py``, which multiplies
 exactly representable operands in FP32 and applies the tensor scales to the output, as a
@@ -55,8 +56,8 @@ _NAMES = by_module({
     "linear": "QuantLinear QuantState",
     "plan": "Operand operand_plan switched_plan",
     "presets": "PRESETS preset",
-    "recipe": "GROUPS OPERANDS FourOverSix HighPrecision Recipe RHTConfig Switch from_dict "
-              "to_dict",
+    "operands": "GROUPS OPERANDS OPS Gemm GemmOperand",
+    "recipe": "FourOverSix HighPrecision Recipe RHTConfig Switch from_dict to_dict",
 })
 __getattr__, __dir__ = exports(__name__, _NAMES)
 __all__ = sorted(_NAMES)

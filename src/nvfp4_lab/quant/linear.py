@@ -27,8 +27,9 @@ from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm, local_dtype
+from .operands import OPS, Gemm
 from .plan import GemmPlan, operand_plan, switched_plan
-from .recipe import AXIS, GEMMS, Recipe, gemm_of
+from .recipe import Recipe
 
 
 @dataclass
@@ -84,17 +85,16 @@ class QuantLinear(nn.Linear):
         """The random stream of operand ``op``, keyed by the micro-batch's slot: DDP ranks
         draw independent SR bits (the all-reduce averages their noise down), the same bits
         one process draws for the same slots of its accumulated micro-batches."""
-        gemm, slot = op.split(".")
-        return Stream(layer=self.index, step=self.state.step, gemm=GEMMS.index(gemm),
-                      operand=0 if slot == "dy" or gemm == "fprop" and slot == "x" else 1,
-                      call=self.state.slot)
+        o = OPS[op]
+        return Stream(layer=self.index, step=self.state.step, gemm=o.gemm.number,
+                      operand=o.stream, call=self.state.slot)
 
     def signs(self, gemm: str, plan: GemmPlan) -> torch.Tensor | None:
         """The RHT sign vector shared by both operands of ``gemm`` (None: no transform)."""
-        rht = next((o.rht for op, o in plan.items() if op.startswith(gemm) and o.rht), None)
+        rht = next((o.rht for op, o in plan.items() if OPS[op].gemm == gemm and o.rht), None)
         if rht is None:
             return None
-        call = GEMMS.index(gemm) + len(GEMMS) * self.state.slot
+        call = Gemm(gemm).number + len(Gemm) * self.state.slot
         signs = sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
         return to_device(signs, self.weight.device)  # once for both operands, no host sync
 
@@ -106,7 +106,7 @@ class QuantLinear(nn.Linear):
             raise AssertionError(f"{op} reuses {o.reuse}; QuantGemm must not quantize it")
         if o.spec is None:
             x = x.to(cd)
-            return Parts(rht_dim(x, signs, AXIS[op]) if o.rht else x, None, False)
+            return Parts(rht_dim(x, signs, OPS[op].axis) if o.rht else x, None, False)
         local, scale = self.backend.operand(x, o.spec, seed=self.state.seed,
                                             stream=self.stream(o.stream_as or op), signs=signs,
                                             local_dtype=local_dtype(o.spec, x.device))
@@ -132,8 +132,8 @@ class QuantLinear(nn.Linear):
                 continue
             values = stats_mod.operand_stats(x, o.spec, seed=self.state.seed,
                                              stream=self.stream(o.stream_as or op),
-                                             signs=signs[gemm_of(op)],
-                                             gradient=op in stats_mod.GRADIENT_OPERANDS)
+                                             signs=signs[OPS[op].gemm],
+                                             gradient=OPS[op].tensor == "gradients")
             self.stats.update({f"{op}/{k}": v for k, v in values.items()})
 
     def record_wgrad_error(self, dw: torch.Tensor, dy: torch.Tensor, x: torch.Tensor) -> None:

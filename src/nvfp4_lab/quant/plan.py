@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..formats import QuantSpec, RHTSpec
-from .recipe import AXIS, ELEMENT, OPERANDS, TENSORS, Recipe, Switch, gemm_of
+from .operands import OPERANDS, OPS
+
+if TYPE_CHECKING:     # recipe.py validates a recipe through operand_plan
+    from .recipe import Recipe, Switch
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,10 @@ GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
 def operand_plan(recipe: Recipe) -> GemmPlan:
     """The six operands of a quantized layer under ``recipe``."""
     rht = recipe.rht.spec if recipe.rht.gemms else None
-    reused = {second: first for _, key, first, second in TENSORS
-              if getattr(recipe, key) != "1d"}
+    reused = recipe.reused()
     plan = {}
     for op in OPERANDS:
-        op_rht = rht if gemm_of(op) in recipe.rht.gemms else None
+        op_rht = rht if OPS[op].gemm in recipe.rht.gemms else None
         if op in reused:
             plan[op] = Operand(reuse=reused[op])
         elif recipe.format == "bf16" or op not in recipe.quantize:
@@ -65,19 +68,18 @@ def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
     """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
     An operand that reused a now-unquantized one gets that operand's quantizer and stream
     (a forward-only switch keeps the 2D weight that Dgrad sees)."""
-    out = {op: Operand() if switch.off(gemm_of(op)) else o for op, o in plan.items()}
+    out = {op: Operand() if switch.off(OPS[op].gemm) else o for op, o in plan.items()}
     for op, o in out.items():
-        if o.reuse and switch.off(gemm_of(o.reuse)):
+        if o.reuse and switch.off(OPS[o.reuse].gemm):
             out[op] = dataclasses.replace(plan[o.reuse], stream_as=o.reuse)
     return out
 
 
 def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
-    fmt, _ = ELEMENT[recipe.format]
-    b = recipe.element_block
+    fmt, b = recipe.element_format, recipe.element_block
     two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
     four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None
-    return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=AXIS[op],
+    return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=OPS[op].axis,
                      rounding=("sr" if op in recipe.sr else
                                "ms_eden" if op in recipe.ms_eden else "rne"),
                      sr_mode=recipe.sr_mode,

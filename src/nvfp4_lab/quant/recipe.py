@@ -4,24 +4,8 @@ A ``Recipe`` is plain data (it is what ``conf/quant/*.yaml`` holds) and every fi
 validated when it is built, naming the field and the allowed values. ``plan.operand_plan``
 turns it into six per-operand decisions, the ``GemmPlan`` that a ``QuantLinear`` executes.
 
-The six operands (docs/experiments.md, The recipe), with X: [tokens, in], W: [out, in] and
-dY: [tokens, out]:
-
-    fprop.x   X  in Y  = X . W^T, blocks along in-features
-    fprop.w   W  in Y  = X . W^T, blocks along in-features (2D: 16x16 tiles)
-    dgrad.dy  dY in dX = dY . W,  blocks along out-features
-    dgrad.w   W  in dX = dY . W,  blocks along out-features (2D or same-dim: Fprop's W reused)
-    wgrad.dy  dY in dW = dY^T . X, blocks along tokens
-    wgrad.x   X  in dW = dY^T . X, blocks along tokens
-
-Operand lists (``sr``, ``quantize``) take operand names and these groups:
-
-    all          every operand
-    forward      fprop.x, fprop.w                     (E04: switch / quantize forward only)
-    backward     dgrad.dy, dgrad.w, wgrad.dy, wgrad.x (E07: "SR on Wgrad and Dgrad")
-    weights      fprop.w, dgrad.w                     (E11: weights only)
-    activations  fprop.x, wgrad.x                     (E11: activations only)
-    gradients    dgrad.dy, wgrad.dy                   (the paper's SR placement)
+The six operands of a layer's GEMMs and the groups that operand lists take are in
+``operands.py``.
 """
 from __future__ import annotations
 
@@ -30,17 +14,9 @@ import math
 from dataclasses import dataclass, field
 
 from ..formats.spec import ERRORS, LIMITS, SIGN_POLICIES, SR_MODES, RHTSpec, _choice, check_size
+from .operands import GEMMS, GROUPS, OPERANDS, OPS
+from .plan import operand_plan
 
-OPERANDS = ("fprop.x", "fprop.w", "dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x")
-GROUPS = {
-    "all": OPERANDS,
-    "forward": ("fprop.x", "fprop.w"),
-    "backward": ("dgrad.dy", "dgrad.w", "wgrad.dy", "wgrad.x"),
-    "weights": ("fprop.w", "dgrad.w"),
-    "activations": ("fprop.x", "wgrad.x"),
-    "gradients": ("dgrad.dy", "wgrad.dy"),
-}
-GEMMS = ("fprop", "dgrad", "wgrad")
 RECIPE_FORMATS = ("bf16", "fp8", "mxfp4", "nvfp4")
 BACKENDS = ("auto", "reference", "compiled", "triton")
 WEIGHT_BLOCKS = ("1d", "1d_same_dim", "2d")
@@ -53,14 +29,6 @@ ELEMENT = {"fp8": ("fp8_e4m3", 128), "mxfp4": ("mxfp4", 32), "nvfp4": ("nvfp4", 
 TENSORS = (("weights", "weight_blocks", "fprop.w", "dgrad.w"),
            ("activations", "act_blocks", "fprop.x", "wgrad.x"),
            ("gradients", "grad_blocks", "dgrad.dy", "wgrad.dy"))
-# the axis each operand is blocked along when it is quantized for its own GEMM
-AXIS = {"fprop.x": -1, "fprop.w": -1, "dgrad.dy": -1, "dgrad.w": 0, "wgrad.dy": 0,
-        "wgrad.x": 0}
-
-
-def gemm_of(op: str) -> str:
-    """"dgrad.w" -> "dgrad"."""
-    return op.split(".")[0]
 
 
 def _names(items) -> tuple:
@@ -266,7 +234,6 @@ class Recipe:
         self._check_four_over_six()
         self._check_row_scaled()
         self._check_ms_eden()
-        from .plan import operand_plan  # plan.py builds on this module
         operand_plan(self)  # every remaining inconsistency fails here, not mid-training
 
     def _check_four_over_six(self) -> None:
@@ -279,7 +246,7 @@ class Recipe:
                    if op not in self.quantize else
                    "has stochastic rounding (sr lists it)" if op in self.sr else
                    f"has an RHT (rht.gemms={list(self.rht.gemms)})"
-                   if gemm_of(op) in self.rht.gemms else None)
+                   if OPS[op].gemm in self.rht.gemms else None)
             if why:
                 raise ValueError(f"four_over_six.operands lists {op}, which {why}; 4/6 rounds "
                                  f"to nearest without a transform (TE's rule): drop {op} from "
@@ -298,14 +265,14 @@ class Recipe:
                 if (first in chosen) != (second in chosen):
                     raise ValueError(
                         f"{key}={mode} quantizes {tensor} once and reuses it in "
-                        f"{gemm_of(second)}, so {lst} must list both {first} and {second} "
+                        f"{OPS[second].gemm}, so {lst} must list both {first} and {second} "
                         f"or neither (or use {key}=1d)")
-            gemms = {gemm_of(first), gemm_of(second)}
+            gemms = {OPS[first].gemm, OPS[second].gemm}
             if self.format != "bf16" and gemms & set(self.rht.gemms):
                 raise ValueError(
                     f"{key}={mode} reuses one quantization of {tensor} in "
-                    f"{gemm_of(first)} and {gemm_of(second)}, which a Hadamard transform on either "
-                    f"GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
+                    f"{OPS[first].gemm} and {OPS[second].gemm}, which a Hadamard transform on "
+                    f"either GEMM would break; rht.gemms={list(self.rht.gemms)} needs {key}=1d")
 
     def _check_row_scaled(self) -> None:
         """A per-row amax scales the GEMM output per row: only an operand whose rows are the
@@ -320,7 +287,7 @@ class Recipe:
                    "is not quantized" if op not in self.quantize else
                    "has stochastic rounding (sr lists it)" if op in self.sr else
                    f"has an RHT (rht.gemms={list(self.rht.gemms)})"
-                   if gemm_of(op) in self.rht.gemms else
+                   if OPS[op].gemm in self.rht.gemms else
                    f"is reused by another GEMM ({blocks[op]}={getattr(self, blocks[op])})"
                    if getattr(self, blocks[op]) != "1d" else None)
             if why:
@@ -337,15 +304,24 @@ class Recipe:
             why = ("is not quantized" if op not in self.quantize else
                    "has stochastic rounding (sr lists it too)" if op in self.sr else
                    f"has no RHT (rht.gemms={list(self.rht.gemms)})"
-                   if gemm_of(op) not in self.rht.gemms else None)
+                   if OPS[op].gemm not in self.rht.gemms else None)
             if why:
                 raise ValueError(f"ms_eden lists {op}, which {why}; MS-EDEN rounds an operand "
                                  f"after its GEMM's Hadamard transform, in place of SR: fix "
                                  f"ms_eden, sr or rht.gemms")
 
     @property
+    def element_format(self) -> str:
+        return ELEMENT[self.format][0]
+
+    @property
     def element_block(self) -> int:
         return self.block or ELEMENT[self.format][1]
+
+    def reused(self) -> dict[str, str]:
+        """{operand: the operand whose quantization it reuses} under same-dim or 2D blocks."""
+        return {second: first for _, key, first, second in TENSORS
+                if getattr(self, key) != "1d"}
 
     def replace(self, **changes) -> Recipe:
         """A copy with fields changed. A nested config given as a dict changes only the

@@ -47,9 +47,6 @@ def rel_err(approx: torch.Tensor, exact: torch.Tensor) -> float:
     return float(num / denom) if denom > 0 else float(num)
 
 
-GRADIENT_OPERANDS = ("dgrad.dy", "wgrad.dy")
-
-
 def noise_ratio(approx: torch.Tensor, exact: torch.Tensor) -> float | None:
     """||exact|| / ||approx - exact|| in fp32: the signal-to-quantization-noise ratio of a
     gradient; None when it was quantized exactly (no noise, nothing to log)."""

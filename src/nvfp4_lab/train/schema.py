@@ -35,11 +35,9 @@ from ..data import DataConfig
 from ..formats.spec import E8M0_MODES, ERRORS, SIGN_POLICIES, SR_MODES
 from ..model import ModelConfig
 from ..quant import from_dict, preset, to_dict
+from ..quant.operands import GEMMS, GROUPS, OPERANDS
 from ..quant.recipe import (
     BACKENDS,
-    GEMMS,
-    GROUPS,
-    OPERANDS,
     PASSES,
     RECIPE_FORMATS,
     TENSOR_BLOCKS,
