@@ -97,7 +97,10 @@ class Lab:
 def lab(tmp_path_factory) -> Lab:
     assert SCRIPT, "the nvfp4-lab console script is not installed (pip install -e .)"
     lab = Lab(tmp_path_factory.mktemp("dp"))
-    lab.run("prepare", 1, "train.max_steps=1", "train.val_every=1")   # the data, once
+    r = subprocess.run([SCRIPT, "prepare-data", "data=pydoc", f"output_root={lab.root / 'out'}"],
+                       cwd=lab.root, env=process_env(), capture_output=True, text=True,
+                       timeout=TIMEOUT)                              # the data, once
+    assert r.returncode == 0, r.stderr[-3000:]
     return lab
 
 
