@@ -1,10 +1,11 @@
 """The kernel tests under the Triton that the newest supported torch's CUDA build pins
 (kernels/README.md, Requirements and limits: the table of versions), not only under the 3.6
 that constraints.txt pins: that Triton is installed with ``pip --target`` beside this
-environment's torch, put first on PYTHONPATH, and the kernel tests run with it in a
-subprocess: the interpreter's numerics and the sm_80/sm_90 compile checks, which are what a
-Triton version changes. Not ``test_dispatch.py``: it tests which backend quantizes an operand,
-over the same kernels, and runs under the pinned Triton in the main suite."""
+environment's torch, put first on PYTHONPATH, and the kernel tests run with it in two
+subprocesses side by side: the interpreter's numerics and the sm_80/sm_90 compile checks,
+which are what a Triton version changes. Not ``test_dispatch.py``: it tests which backend
+quantizes an operand, over the same kernels, and runs under the pinned Triton in the main
+suite."""
 from __future__ import annotations
 
 import os
@@ -40,11 +41,16 @@ def test_kernel_tests_pass_under_the_newest_pinned_triton(tmp_path):
     check = subprocess.run([sys.executable, "-c", "import triton; print(triton.__version__)"],
                            env=env, capture_output=True, text=True, timeout=120)
     assert check.stdout.strip() == version, check.stderr[-2000:]
-    files = [str(f) for f in sorted((REPO / "tests" / "kernels").glob("test_*.py"))
+    files = [f for f in sorted((REPO / "tests" / "kernels").glob("test_*.py"))
              if f.name != "test_dispatch.py"]
-    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files],
-                       cwd=REPO, env=env,
-                       capture_output=True, text=True, timeout=900)
-    summary = r.stdout.strip().splitlines()[-1] if r.stdout.strip() else r.stderr[-2000:]
-    assert r.returncode == 0 and " passed" in summary and "failed" not in summary, \
-        r.stdout[-5000:]
+    # two pytest processes, one per core: the fp4 kernels' tests, and the rest
+    halves = [[f for f in files if f.name == "test_fp4_kernels.py"],
+              [f for f in files if f.name != "test_fp4_kernels.py"]]
+    runs = [subprocess.Popen([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              *map(str, half)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True) for half in halves]
+    for run in runs:
+        out = run.communicate(timeout=900)[0]
+        summary = out.strip().splitlines()[-1] if out.strip() else ""
+        assert run.returncode == 0 and " passed" in summary and "failed" not in summary, \
+            out[-5000:]
