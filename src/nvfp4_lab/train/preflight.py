@@ -18,11 +18,9 @@ one-line error here, not a failed run.
 """
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import re
 import sys
-from dataclasses import dataclass
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -31,26 +29,12 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ..configs import conf_dir
-from ..data import DataConfig
-from ..model import ModelConfig
-from ..quant import Recipe
-from . import branch
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of, register
+from .job import Job
+from .schema import register
 
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
 _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
-
-
-@dataclass(frozen=True)
-class Job:
-    """One arm of one trial, as the task will build it."""
-
-    arm: str | None
-    model: ModelConfig
-    data: DataConfig
-    train: TrainConfig
-    recipe: Recipe
 
 
 def check(argv: list[str]) -> str | None:
@@ -103,12 +87,8 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
             trial_cfg = cfg.copy()
             with open_dict(trial_cfg):
                 trial_cfg.arm = arm
-            trial_cfg = apply_arm(trial_cfg)
-            job = Job(arm, plain(trial_cfg.model, ModelConfig), plain(trial_cfg.data, DataConfig),
-                      plain(trial_cfg.train, TrainConfig), recipe_of(trial_cfg.quant))
-            plain(trial_cfg.trainer, TrainerConfig).check_launch(multirun)
-            branch.branch_step(trial_cfg, job.train.run_length(job.train.batch_size *
-                                                               job.train.seq_len))
+            job = Job.resolve(trial_cfg)
+            job.trainer.check_launch(multirun)
         except (ValueError, TypeError, OmegaConfBaseException) as err:
             return _arm_prefix(arm, arms) + _first_line(err)
         jobs.append(job)
@@ -120,7 +100,7 @@ def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:
     trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
     for job in jobs:
         try:
-            quantized = check_fit(job.model, job.data, job.recipe)
+            quantized = check_fit(job)
         except (ValueError, TypeError) as err:
             return _arm_prefix(job.arm, jobs) + _first_line(err)
         if len(jobs) > 1:
@@ -154,7 +134,7 @@ def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set
         print(message, file=sys.stderr)
 
 
-def check_fit(model: ModelConfig, data: DataConfig, recipe) -> list[str]:
+def check_fit(job: Job) -> list[str]:
     """The names of the linear layers the recipe quantizes; ValueError when it cannot quantize
     them (a width that its blocks or RHT size do not divide): the model is built on the meta
     device (no memory, no time) and converted with the reference backend (nothing compiled).
@@ -164,12 +144,9 @@ def check_fit(model: ModelConfig, data: DataConfig, recipe) -> list[str]:
     from ..model import build_model
     from ..quant import Backend, convert
 
-    if model.vocab_size == 0:   # as the data module will set it; no linear layer depends on it
-        model = dataclasses.replace(model, vocab_size=256 if data.tokenizer == "bytes"
-                                    else data.vocab_size)
     with torch.device("meta"):
-        net = build_model(model)
-    return convert(net, recipe, backend=Backend()).quantized
+        net = build_model(job.sized_model())
+    return convert(net, job.recipe, backend=Backend()).quantized
 
 
 def _explain(err: ConfigCompositionException, trial: list[str]) -> str:

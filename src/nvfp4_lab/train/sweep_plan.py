@@ -22,11 +22,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ..data import DataConfig
-from ..model import ModelConfig
-from ..quant import cost, operand_plan
-from . import branch, threads
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+from ..quant import cost
+from . import threads
+from .job import Job
 
 FILE = "sweep_plan.json"
 
@@ -104,21 +102,13 @@ def validations(steps: int, val_every: int) -> int:
 def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -> PlannedJob:
     """A composed job's length, backend and estimated seconds on this machine, where
     ``parallel`` jobs share ``cores``."""
-    cfg = apply_arm(cfg)
-    recipe = recipe_of(cfg.quant)
-    model, data = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
-    t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
-    if model.vocab_size == 0:     # as the data module will set it
-        model.vocab_size = 256 if data.tokenizer == "bytes" else data.vocab_size
-    tokens_per_step = t.tokens_per_step(tr.world_size())
-    steps = t.run_length(tokens_per_step)
-    steps -= branch.branch_step(cfg, steps) or 0   # a branch trains its tail only
-    specs = [o.spec for o in operand_plan(recipe).values() if o.spec]
-    n_threads = threads.plan(tr.threads, parallel, cores, busy=0.0).threads
-    key = cost.run_key(specs, model, tokens_per_step, n_threads)
+    job = Job.resolve(cfg)
+    recipe, steps = job.recipe, job.steps_here
+    n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
+    key = cost.run_key(list(job.specs), job.sized_model(), job.tokens_per_step, n_threads)
     times = cost.finish_times(key, steps)
     if times is None:
         return PlannedJob(tuple(overrides), steps, None, recipe.backend)
     backend = min(times, key=times.get) if recipe.backend == "auto" else recipe.backend
-    seconds = cost.run_seconds(key, steps, validations(steps, t.val_every), backend)
+    seconds = cost.run_seconds(key, steps, validations(steps, job.train.val_every), backend)
     return PlannedJob(tuple(overrides), steps, seconds, backend)

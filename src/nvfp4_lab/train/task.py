@@ -27,35 +27,32 @@ from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
 from omegaconf import DictConfig, OmegaConf
 
 from .. import rundir
-from ..data import DataConfig, LMDataModule
-from ..model import ModelConfig
+from ..data import LMDataModule
 from ..quant import cost
 from . import branch, threads
 from .backend_probe import BackendProbe
 from .console import say
+from .job import Job
 from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, process_rank, recipe_of
+from .schema import TrainConfig, TrainerConfig, apply_arm, process_rank
 
 
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
           position: SweepPosition | None = None) -> rundir.Summary:
     """Train one job into ``out``; ``position``: where the job stands in its sweep (its
     plan: the jobs running at once, the cores they share, the progress lines' estimates)."""
-    raw, cfg = cfg, apply_arm(cfg)
-    recipe = recipe_of(cfg.quant)
-    model_cfg, data_cfg = plain(cfg.model, ModelConfig), plain(cfg.data, DataConfig)
-    t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
+    raw, cfg, job = cfg, apply_arm(cfg), Job.resolve(cfg)
+    recipe, model_cfg, data_cfg, t, tr = job.recipe, job.model, job.data, job.train, job.trainer
     tr.check_launch(multirun)
     chash = rundir.config_hash(cfg, world=tr.world_size())
-    tokens_per_step = t.tokens_per_step(tr.world_size())
+    tokens_per_step, max_steps = job.tokens_per_step, job.max_steps
     state = rundir.check_can_start(out, chash, cfg.resume, tokens_per_step)
     if state == "done":
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
-    max_steps = t.run_length(tokens_per_step)
     fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
     rank0 = process_rank() == 0     # with several processes only rank 0 writes
     out.mkdir(parents=True, exist_ok=True)
@@ -83,8 +80,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
                           seed=cfg.seed, val_batches=t.val_batches)
         dm.prepare_data()
         dm.setup("fit")
-        if model_cfg.vocab_size == 0:
-            model_cfg.vocab_size = dm.vocab_size
+        model_cfg = job.sized_model(dm.vocab_size)
         task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
                       tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
         trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position,

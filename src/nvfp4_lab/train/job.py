@@ -1,0 +1,62 @@
+"""One job, resolved once: a composed config with its arm applied, turned into the typed
+objects that the run (``task.train``), the dry run (``sweep_plan.plan_job``) and the
+command-line check (``preflight``) all read, so that none of them converts the config or
+works out a run's length again. Imports no torch and no Lightning."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from omegaconf import DictConfig
+
+from ..data import DataConfig
+from ..formats import QuantSpec
+from ..model import ModelConfig
+from ..quant import Recipe, operand_plan
+from . import branch
+from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one job trains, and for how long."""
+
+    arm: str | None
+    recipe: Recipe
+    model: ModelConfig          # vocab_size 0: the data's tokenizer sets it (``sized_model``)
+    data: DataConfig
+    train: TrainConfig
+    trainer: TrainerConfig
+    tokens_per_step: int        # on the launcher's (or the config's) data-parallel processes
+    max_steps: int              # the whole run's optimizer steps
+    branch_step: int | None     # a branch's first step (it trains the rest), else None
+
+    @classmethod
+    def resolve(cls, cfg: DictConfig) -> Job:
+        """``cfg`` as composed, its ``arm`` not yet applied. ValueError (``Refused``) names
+        the key of anything invalid."""
+        cfg = apply_arm(cfg)
+        t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
+        tokens_per_step = t.tokens_per_step(tr.world_size())
+        max_steps = t.run_length(tokens_per_step)
+        return cls(cfg.get("arm"), recipe_of(cfg.quant), plain(cfg.model, ModelConfig),
+                   plain(cfg.data, DataConfig), t, tr, tokens_per_step, max_steps,
+                   branch.branch_step(cfg, max_steps))
+
+    @property
+    def steps_here(self) -> int:
+        """The steps this job trains itself: a branch trains its tail only."""
+        return self.max_steps - (self.branch_step or 0)
+
+    @property
+    def specs(self) -> tuple[QuantSpec, ...]:
+        """The quantizers of the recipe's operands (what a compiled backend compiles)."""
+        return tuple(o.spec for o in operand_plan(self.recipe).values() if o.spec)
+
+    def sized_model(self, vocab_size: int | None = None) -> ModelConfig:
+        """The model with its vocabulary: ``vocab_size`` (the data module's), else as the
+        data module will set it (256 for bytes, the tokenizer's size otherwise)."""
+        if self.model.vocab_size:
+            return self.model
+        guess = 256 if self.data.tokenizer == "bytes" else self.data.vocab_size
+        return dataclasses.replace(self.model, vocab_size=vocab_size or guess)

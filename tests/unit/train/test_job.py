@@ -1,0 +1,41 @@
+"""``Job.resolve``: a composed config and its arm, once, as the typed job every caller reads."""
+from __future__ import annotations
+
+import pytest
+
+from nvfp4_lab.train.job import Job
+from nvfp4_lab.train.schema import Refused
+
+
+def test_a_job_counts_its_tokens_and_steps(composer):
+    job = Job.resolve(composer(["quant=mxfp4", "train.batch_size=4", "train.seq_len=64",
+                                "train.accumulate=2", "train.max_tokens=5000",
+                                "train.tokens_multiplier=1.5"]))
+    assert job.recipe.format == "mxfp4" and job.arm is None
+    assert job.tokens_per_step == 4 * 64 * 2
+    assert job.max_steps == round(10 * 1.5)          # ceil(5000 / 512) = 10 steps, x 1.5
+    assert job.branch_step is None and job.steps_here == job.max_steps
+    # six operands, but 2D weights: Dgrad reuses Fprop's quantized W
+    assert {s.fmt for s in job.specs} == {"mxfp4"} and len(job.specs) == 5
+
+
+def test_a_branch_trains_its_tail(composer):
+    cfg = composer(["+ablation=precision_switch_v2", "arm=switch_fwd_0.82",
+                    "train.max_steps=12"])
+    job = Job.resolve(cfg)
+    assert job.arm == "switch_fwd_0.82"
+    assert job.branch_step == 10 and job.steps_here == 2     # round(0.82 * 12) = 10
+
+
+def test_the_vocabulary_is_the_data_modules_or_its_guess(composer):
+    job = Job.resolve(composer(["data=pydoc"]))
+    assert job.model.vocab_size == 0
+    assert job.sized_model().vocab_size == 256                 # bytes
+    assert job.sized_model(300).vocab_size == 300 and job.model.vocab_size == 0
+
+
+def test_a_bad_arm_is_refused(composer):
+    cfg = composer(["+ablation=precision_switch_v2", "arm=nvfp4",
+                    "branch_from=switch_fwd_0.82"])
+    with pytest.raises(Refused, match="arm 'nvfp4' has none"):
+        Job.resolve(cfg)
