@@ -11,6 +11,9 @@ compute the step of one process accumulating their two micro-batches: the reduce
 averages g0 and g1 as that process's accumulation does (halves are exact, a sum of two terms
 has one order), AdamW works elementwise on the shards, and no clipping norm is taken (a norm
 over shards sums in another order). So the weights after 3 steps are **equal bytes**.
+Also under bf16 autocast (Lightning's bf16-mixed): FSDP keeps FP32 parameters (no
+mixed-precision policy), so the quantizer sees the same FP32 weight and bf16 activations as
+one process, and the bytes are equal again.
 
 On a CUDA machine (benchmarks/gpu_check.sh) the same runs on the GPUs, up to 2, with NCCL and
 the triton backend, in torch's deterministic mode (the embedding's backward otherwise adds
@@ -28,8 +31,10 @@ import torch.multiprocessing as mp
 
 STEPS, BATCH, SEQ, VOCAB = 3, 2, 32, 64
 CUDA_WORLD = min(2, torch.cuda.device_count())
-SETUPS = {"cpu": ("cpu", "gloo", "reference", 2),
-          "cuda": ("cuda", "nccl", "triton", CUDA_WORLD)}
+# device, process group backend, quantizer backend, world size, autocast dtype (None: fp32)
+SETUPS = {"cpu": ("cpu", "gloo", "reference", 2, None),
+          "cpu_bf16_autocast": ("cpu", "gloo", "reference", 2, torch.bfloat16),
+          "cuda": ("cuda", "nccl", "triton", CUDA_WORLD, None)}
 
 
 def _model(state, device: str, backend: str):
@@ -52,7 +57,8 @@ def _batch(step: int, slot: int, device: str) -> tuple[torch.Tensor, torch.Tenso
 
 
 def _capture(model) -> list:
-    """The Fprop weight operand of every quantized layer, each forward, as the GEMM gets it."""
+    """The Fprop weight operand of every quantized layer, each forward, as the GEMM gets it,
+    and the dtype of its activations (``cd``: bf16 under autocast)."""
     from nvfp4_lab.quant.linear import QuantLinear
 
     seen = []
@@ -61,13 +67,14 @@ def _capture(model) -> list:
             def operand(x, op, plan, cd, signs, _orig=layer.operand, _name=layer.name):
                 parts = _orig(x, op, plan, cd, signs)
                 if op == "fprop.w":
-                    seen.append((_name, parts.local.detach().cpu(), parts.amax.detach().cpu()))
+                    seen.append((_name, parts.local.detach().cpu(), parts.amax.detach().cpu(),
+                                 cd))
                 return parts
             layer.operand = operand
     return seen
 
 
-def _train(model, state, slots_of_step, scale: float, device: str) -> None:
+def _train(model, state, slots_of_step, scale: float, device: str, autocast) -> None:
     from nvfp4_lab.model import lm_loss
 
     opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
@@ -76,7 +83,11 @@ def _train(model, state, slots_of_step, scale: float, device: str) -> None:
         for slot in slots_of_step:
             state.slot = slot
             x, y = _batch(step, slot, device)
-            (lm_loss(model(x), y) * scale).backward()
+            # bf16-mixed as Lightning runs it: autocast around the forward, FP32 parameters
+            with torch.autocast(device, dtype=autocast or torch.bfloat16,
+                                enabled=autocast is not None):
+                loss = lm_loss(model(x), y) * scale
+            loss.backward()
         opt.step()
         opt.zero_grad()
 
@@ -90,7 +101,7 @@ def _deterministic(device: str) -> None:
 
 
 def _worker(rank: int, setup: str, store: str, out: str) -> None:
-    device, backend, quant_backend, world = SETUPS[setup]
+    device, backend, quant_backend, world, autocast = SETUPS[setup]
     _deterministic(device)
     if device == "cuda":
         torch.cuda.set_device(rank)
@@ -109,7 +120,7 @@ def _worker(rank: int, setup: str, store: str, out: str) -> None:
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
         seen = _capture(model)
-        _train(model, state, [rank], 1.0, device)
+        _train(model, state, [rank], 1.0, device, autocast)
         weights = {k: v.full_tensor().cpu() for k, v in model.state_dict().items()}
         everyone = [None] * world
         dist.all_gather_object(everyone, seen)
@@ -122,11 +133,12 @@ def _worker(rank: int, setup: str, store: str, out: str) -> None:
 
 
 @pytest.mark.parametrize("setup", [
-    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(CUDA_WORLD == 0, reason="needs CUDA"))])
+    "cpu", "cpu_bf16_autocast",
+    pytest.param("cuda", marks=pytest.mark.skipif(CUDA_WORLD == 0, reason="needs CUDA"))])
 def test_fsdp_ranks_quantize_whole_weights_and_equal_one_process(tmp_path, one_thread, setup):
     from nvfp4_lab.quant import QuantState
 
-    device, _, quant_backend, world = SETUPS[setup]
+    device, _, quant_backend, world, autocast = SETUPS[setup]
     out = tmp_path / "fsdp.pt"
     mp.spawn(_worker, args=(setup, str(tmp_path / "store"), str(out)), nprocs=world,
              join=True)
@@ -136,7 +148,7 @@ def test_fsdp_ranks_quantize_whole_weights_and_equal_one_process(tmp_path, one_t
     state = QuantState(seed=7)
     model = _model(state, device, quant_backend)
     seen = _capture(model)
-    _train(model, state, list(range(world)), 1.0 / world, device)   # one process, accumulating
+    _train(model, state, list(range(world)), 1.0 / world, device, autocast)   # one process
 
     # one process: per step, slot 0 then slot 1; rank r saw slot r of each step
     layers = len(seen) // (STEPS * world)
@@ -146,7 +158,8 @@ def test_fsdp_ranks_quantize_whole_weights_and_equal_one_process(tmp_path, one_t
         for step in range(STEPS):
             one = seen[(step * world + rank) * layers:(step * world + rank + 1) * layers]
             mine = ranks_seen[step * layers:(step + 1) * layers]
-            for (name, local, amax), (name_f, local_f, amax_f) in zip(one, mine):
+            for (name, local, amax, cd), (name_f, local_f, amax_f, _) in zip(one, mine):
+                assert cd == (autocast or torch.float32)
                 assert name == name_f and local.shape == local_f.shape, (name, name_f)
                 assert torch.equal(local, local_f) and torch.equal(amax, amax_f), (name, step)
     want = {k: v.cpu() for k, v in model.state_dict().items()}
