@@ -49,8 +49,7 @@ def config_hash(cfg: DictConfig, *, world: int) -> str:
     """The hash of what ``cfg`` computes on ``world`` data-parallel processes."""
     c = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     for key in VOLATILE:
-        *parents, leaf = key.split(".")
-        _get(c, ".".join(parents), {}).pop(leaf, None)
+        _drop(c, key)
     _as_slots(c, world)
     _as_first_hashed(c)
     return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
@@ -89,11 +88,16 @@ def _as_first_hashed(c: dict[str, Any]) -> None:
     for switch, (off, keys) in ADDED.items():
         if _get(c, switch, off) in (off, None):
             for key in keys:
-                *parents, leaf = key.split(".")
-                _get(c, ".".join(parents), {}).pop(leaf, None)
+                _drop(c, key)
     model = c.get("model") or {}
     if isinstance(model.get("ffn_mult"), float) and model["ffn_mult"].is_integer():
         model["ffn_mult"] = int(model["ffn_mult"])
+
+
+def _drop(c: dict[str, Any], key: str) -> None:
+    """Remove ``c["a"]["b"]`` for ``"a.b"``, if there."""
+    *parents, leaf = key.split(".")
+    _get(c, ".".join(parents), {}).pop(leaf, None)
 
 
 def _get(c: Any, key: str, default: Any) -> Any:

@@ -28,11 +28,11 @@ def fast(tmp: Path, steps: int = 2) -> list[str]:
             f"train.ckpt_every={steps}", "train.log_every=1"]
 
 
-def process_env(**extra: str) -> dict[str, str]:
+def process_env() -> dict[str, str]:
     """This environment for a started process: plain progress lines (``CI``), one thread per
     process (tiny GEMMs on 2 busy cores), no launcher's variables."""
     base = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
-    return {**base, "CI": "1", "OMP_NUM_THREADS": "1", **extra}
+    return {**base, "CI": "1", "OMP_NUM_THREADS": "1"}
 
 
 def descendants(pid: int) -> list[int]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,21 +32,42 @@ def unit_of(module: list[str]) -> str | None:
     return module[1] if top.is_dir() or top.with_suffix(".py").exists() else None
 
 
-def imports(source: str, module: list[str], is_package: bool) -> set[str]:
-    """The layers that a module's source imports from (relative imports resolved)."""
+def imported(source: str, module: list[str], is_package: bool,
+             annotations: bool = True) -> set[tuple[str, ...]]:
+    """The dotted names a module's source imports (relative imports resolved; for ``from X
+    import a`` both X and X.a, one of which is a module), at module level or inside a
+    function; ``annotations=False`` leaves out those under ``if TYPE_CHECKING:``."""
     here = module if is_package else module[:-1]
-    found: set[str | None] = set()
-    for node in ast.walk(ast.parse(source)):
+    tree = ast.parse(source)
+    hidden = set() if annotations else {
+        id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
+        and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
+    found: set[tuple[str, ...]] = set()
+    for node in ast.walk(tree):
+        if id(node) in hidden:
+            continue
         if isinstance(node, ast.Import):
-            targets = [a.name.split(".") for a in node.names]
+            found |= {tuple(a.name.split(".")) for a in node.names}
         elif isinstance(node, ast.ImportFrom):
             base = here[:len(here) - node.level + 1] if node.level else []
-            target = [*base, *(node.module.split(".") if node.module else [])]
-            targets = [target] if node.module else [[*target, a.name] for a in node.names]
-        else:
-            continue
-        found |= {unit_of(t) for t in targets if t[0] in ROOTS}
-    return {unit for unit in found if unit is not None}
+            target = (*base, *(node.module.split(".") if node.module else []))
+            found |= {target} | {(*target, a.name) for a in node.names}
+    return found
+
+
+def imports(source: str, module: list[str], is_package: bool) -> set[str]:
+    """The layers that a module's source imports from."""
+    units = {unit_of(list(t)) for t in imported(source, module, is_package) if t[0] in ROOTS}
+    return {unit for unit in units if unit is not None}
+
+
+def sources(root_name: str) -> Iterator[tuple[Path, list[str], bool]]:
+    """(path, dotted module name as a list, whether it is a package) of each module."""
+    root = ROOTS[root_name]
+    for path in sorted(root.rglob("*.py")):
+        parts = [root_name, *path.relative_to(root).with_suffix("").parts]
+        package = parts[-1] == "__init__"
+        yield path, parts[:-1] if package else parts, package
 
 
 def test_the_import_finder_resolves_relative_and_nested_imports() -> None:
@@ -61,11 +83,8 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
     order = layers()
     assert order[0] == "lazy" and order[-1] == "cli" and len(order) == len(set(order)) >= 10
     upward = []
-    for root_name, root in ROOTS.items():
-        for path in root.rglob("*.py"):
-            parts = [root_name, *path.relative_to(root).with_suffix("").parts]
-            package = parts[-1] == "__init__"
-            module = parts[:-1] if package else parts
+    for root_name in ROOTS:
+        for path, module, package in sources(root_name):
             unit = unit_of(module) if root_name == "nvfp4_lab" else "nvfp4_kernels"
             if unit is None:
                 continue
@@ -76,37 +95,13 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
     assert not upward, "\n".join(upward)
 
 
-def module_imports(source: str, module: list[str], is_package: bool) -> set[str]:
-    """The dotted names of the nvfp4_lab modules a module's source imports, but for those
-    under ``if TYPE_CHECKING:`` (annotations only)."""
-    here = module if is_package else module[:-1]
-    tree = ast.parse(source)
-    hidden = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-              and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
-    found = set()
-    for node in ast.walk(tree):
-        if id(node) in hidden:
-            continue
-        if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names}
-        elif isinstance(node, ast.ImportFrom):
-            base = here[:len(here) - node.level + 1] if node.level else []
-            target = [*base, *(node.module.split(".") if node.module else [])]
-            found |= {".".join(target)} | {".".join([*target, a.name]) for a in node.names}
-    return {m for m in found if m.startswith("nvfp4_lab.")}
-
-
 def test_no_module_imports_itself_through_others() -> None:
     """No circle among the modules: one module builds on another, never both ways (an import
     inside a function counts; one for annotations alone does not)."""
-    root = ROOTS["nvfp4_lab"]
-    modules = {}
-    for path in root.rglob("*.py"):
-        parts = ["nvfp4_lab", *path.relative_to(root).with_suffix("").parts]
-        package = parts[-1] == "__init__"
-        name = ".".join(parts[:-1] if package else parts)
-        modules[name] = (path, parts[:-1] if package else parts, package)
-    graph = {name: {m for m in module_imports(path.read_text(), parts, package)
+    modules = {".".join(parts): (path, parts, package)
+               for path, parts, package in sources("nvfp4_lab")}
+    graph = {name: {m for m in map(".".join, imported(path.read_text(), parts, package,
+                                                       annotations=False))
                     if m in modules and m != name and not name.startswith(m + ".")}
              for name, (path, parts, package) in modules.items()}
     circles = []

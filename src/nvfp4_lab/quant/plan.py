@@ -77,7 +77,7 @@ def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
 
 def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
     fmt, b = recipe.element_format, recipe.element_block
-    two_d = op in ("fprop.w", "dgrad.w") and recipe.weight_blocks == "2d"
+    two_d = OPS[op].tensor == "weights" and recipe.weight_blocks == "2d"
     four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None
     return QuantSpec(fmt=fmt, block=(b, b) if two_d else (1, b), axis=OPS[op].axis,
                      rounding=("sr" if op in recipe.sr else

@@ -35,7 +35,11 @@ class Job:
     def resolve(cls, cfg: DictConfig) -> Job:
         """``cfg`` as composed, its ``arm`` not yet applied. ValueError (``Refused``) names
         the key of anything invalid."""
-        cfg = apply_arm(cfg)
+        return cls.of_arm(apply_arm(cfg))
+
+    @classmethod
+    def of_arm(cls, cfg: DictConfig) -> Job:
+        """``cfg`` with its arm applied (``schema.apply_arm``)."""
         t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
         tokens_per_step = t.tokens_per_step(tr.world_size())
         max_steps = t.run_length(tokens_per_step)

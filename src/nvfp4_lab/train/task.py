@@ -43,7 +43,8 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
           position: SweepPosition | None = None) -> rundir.Summary:
     """Train one job into ``out``; ``position``: where the job stands in its sweep (its
     plan: the jobs running at once, the cores they share, the progress lines' estimates)."""
-    raw, cfg, job = cfg, apply_arm(cfg), Job.resolve(cfg)
+    raw, cfg = cfg, apply_arm(cfg)
+    job = Job.of_arm(cfg)
     recipe, model_cfg, data_cfg, t, tr = job.recipe, job.model, job.data, job.train, job.trainer
     tr.check_launch(multirun)
     chash = rundir.config_hash(cfg, world=tr.world_size())
