@@ -8,7 +8,8 @@ AdamW. The baseline is the ``bf16`` preset, which converts nothing (``quant.conv
 quantizes no layer of a BF16 recipe): the plain model, its linear layers running BF16 GEMMs
 under autocast. Each other preset (``fp8``, ``mxfp4``, ``nvfp4`` = the full method) is a fresh
 copy of the same model converted with the recipe's ``backend`` set to ``triton`` (the fused
-kernels of ``kernels/``) or ``compiled`` (torch.compile of the reference). The row
+kernels of ``kernels/``) or, when asked, ``compiled`` (torch.compile of the reference, which
+training refuses on CUDA: not bit-exact there, benchmarks/RESULTS.md, GPU check). The row
 ``fp32 (no autocast)`` is context: an FP8 layer multiplies its dequantized operands in FP32
 (``quant/gemm.py``), so that step's matmuls are what its emulated GEMMs cost; FP4 layers on
 CUDA multiply BF16 operands (exact for FP4) into FP32 outputs, close to the BF16 step's GEMMs.
@@ -48,7 +49,9 @@ def parse_args() -> argparse.Namespace:
                         "one step, triton backend in the interpreter")
     p.add_argument("--models", help="model presets (default small,base; quick: nano)")
     p.add_argument("--presets", default=",".join(QUANT_PRESETS))
-    p.add_argument("--backends", help="default triton,compiled (quick: triton)")
+    p.add_argument("--backends", default="triton",
+                   help="default triton; compiled times torch.compile of the reference, which "
+                        "training refuses on CUDA (not bit-exact there)")
     p.add_argument("--batch", type=int, help="default 8 (quick: 2)")
     p.add_argument("--seq", type=int, help="default 1024 (quick: 64)")
     p.add_argument("--vocab", type=int, help="default 32768 (quick: 512)")
@@ -60,7 +63,6 @@ def parse_args() -> argparse.Namespace:
     args = p.parse_args()
     q = args.quick
     args.models = args.models or ("nano" if q else "small,base")
-    args.backends = args.backends or ("triton" if q else "triton,compiled")
     args.batch = args.batch or (2 if q else 8)
     args.seq = args.seq or (64 if q else 1024)
     args.warmup = args.warmup if args.warmup is not None else (0 if q else 3)

@@ -112,7 +112,6 @@ _INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
 # NVFP4_KERNELS_AUTOTUNE=0: the first tile candidate only, one compile per kernel variant (the
 # GPU tests: results do not depend on the tile, and autotuning compiles every candidate)
 _AUTOTUNE = os.environ.get("NVFP4_KERNELS_AUTOTUNE", "1") != "0"
-_NAN = tl.constexpr(float("nan"))  # written for a non-finite block (payload unspecified)
 _KERNEL_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 # Largest block sizes with a kernel: a 2D tile of size^2 elements must fit in registers.
 _MAX_SIZE = {"1d": 256, "2d": 64}
@@ -218,7 +217,7 @@ def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, 
         # the sign is set on the bits: Triton's -v is 0 - v, which gives +0 for v = 0
         sign = neg.to(tl.int32) << 31
         q = (mag.to(tl.int32, bitcast=True) | sign).to(tl.float32, bitcast=True)
-        local = tl.where(finite, q * dec, _NAN)
+        local = tl.where(finite, q * dec, float("nan"))  # not a global: NaN fails the launch check
         if LOCAL_BF16:  # the top half of the bits (the interpreter's cast flushes subnormals)
             local = (local.to(tl.uint32, bitcast=True) >> 16).to(tl.uint16)
             local = local.to(tl.bfloat16, bitcast=True)

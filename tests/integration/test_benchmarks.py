@@ -56,12 +56,13 @@ def test_bench_step_quick_trains_a_quantized_step():
 
 def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     """A stand-in python3 logs its arguments (after NVFP4_KERNELS_AUTOTUNE); the script must
-    run every kernel test file and the BF16-GEMM test (one pytest each, autotuning off), then
-    the CUDA data-parallel test, then the two benchmarks, pass only paths that exist, and
-    report success."""
+    run every kernel test file and the BF16-GEMM test (one pytest each), then the CUDA
+    data-parallel test, both with autotuning off, then the two benchmarks, pass only paths
+    and bench_kernels cases that exist, and report success."""
     log = tmp_path / "calls.txt"
     stub = tmp_path / "python3"
-    stub.write_text(f'#!/bin/sh\necho "${{NVFP4_KERNELS_AUTOTUNE:-on}} $@" >> {log}\n')
+    stub.write_text(f'#!/bin/bash\n{{ printf %s "${{NVFP4_KERNELS_AUTOTUNE:-on}}"; '
+                    f'printf " %q" "$@"; echo; }} >> {log}\n')
     stub.chmod(0o755)
     env = {**ENV, "PYTHON": str(stub), "OUT": str(tmp_path)}
     out = run("bash", "benchmarks/gpu_check.sh", env=env, timeout=60)
@@ -69,13 +70,18 @@ def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     assert (tmp_path / "gpu_check.txt").read_text() == out
     calls = [shlex.split(line) for line in log.read_text().splitlines()]
     calls = [c for c in calls if c[1] != "-c"]  # the version print is `python3 -c ...`
-    tests = [c for c in calls if c[1:3] == ["-m", "pytest"] and c[0] == "0"]
+    *tests, parallel = [c for c in calls if c[1:3] == ["-m", "pytest"]]
+    benchmarks = calls[len(tests) + 1:]
     want = {str(p.relative_to(REPO)) for p in (REPO / "tests/kernels").glob("test_*.py")}
     assert {c[-1] for c in tests} == want | {"tests/unit/quant/test_gemm_dtype.py"}
-    parallel, *benchmarks = calls[len(tests):]
-    assert parallel[:3] == ["on", "-m", "pytest"] and "cuda" in parallel
+    assert all(c[0] == "0" for c in tests)
+    assert parallel[:3] == ["0", "-m", "pytest"] and "cuda" in parallel
     assert parallel[-1] == "tests/integration/test_fsdp_quantized.py"
     assert [c[:2] for c in benchmarks] == [["on", "benchmarks/bench_kernels.py"],
                                            ["on", "benchmarks/bench_step.py"]]
     paths = [a for c in calls for a in c if a.startswith(("tests/", "benchmarks/"))]
     assert all((REPO / p).exists() for p in paths), paths
+    kernels_call = benchmarks[0]
+    cases = kernels_call[kernels_call.index("--cases") + 1].split(",")
+    source = (REPO / "benchmarks/bench_kernels.py").read_text()
+    assert [c for c in cases if f'    "{c}": QuantSpec(' not in source] == []

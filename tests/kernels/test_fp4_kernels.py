@@ -50,7 +50,9 @@ pytestmark = interpreter_warnings
 
 # ----------------------------------------------------------------------------- helpers
 def check(x: torch.Tensor, spec: QuantSpec, seed: int = 0, stream: Stream | None = None):
-    """Kernel vs eager reference on x's device: local and amax bit for bit."""
+    """Kernel vs eager reference on the test device (a GPU if any: the kernels run compiled
+    only on one): local and amax bit for bit."""
+    x = x.to(DEVICE)  # keeps a transposed input's strides
     key = (key_tensor(seed, (stream or Stream()).ids(), x.device)
            if spec.rounding == "sr" else None)
     local, amax = fp4.fp4_operand(x, spec, key)
@@ -113,7 +115,7 @@ def test_bf16_local_is_the_reference_local(layout, case):
     """local_dtype=bf16 (the GPU GEMM's input): the kernel casts in registers; the bytes must
     be the reference's fp32 local, which bf16 holds exactly, cast."""
     spec = LAYOUTS[layout]
-    x = adversarial(case, spec)
+    x = adversarial(case, spec).to(DEVICE)
     local, amax = fp4.fp4_operand(x, spec, None, local_dtype=torch.bfloat16)
     ref_local, ref_amax = fake_quantize_parts(x, spec)
     assert local.dtype == BF16
@@ -207,7 +209,7 @@ def test_fp16_input():
 
 
 def test_mxfp4_amax_is_none_and_outputs_are_new_fp32():
-    x = torch.randn(4, 64, generator=gen(14)).bfloat16()
+    x = torch.randn(4, 64, generator=gen(14)).bfloat16().to(DEVICE)
     local, amax = fp4.fp4_operand(x, QuantSpec("mxfp4"), None)
     assert amax is None and local.dtype == F32 and local.shape == x.shape
     local, amax = fp4.fp4_operand(x, QuantSpec("nvfp4"), None)

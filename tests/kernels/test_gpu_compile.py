@@ -1,12 +1,14 @@
-"""Every kernel compiles for Ampere (sm_80) and Hopper (sm_90) without a GPU.
+"""Every kernel compiles for Ampere (sm_80) and Hopper (sm_90) without a GPU, and would launch.
 
 Triton ships ptxas, so ``triton.compile`` can lower a kernel to a GPU binary on any machine.
 The CPU interpreter runs the kernels' Python, not their compilation: failures such as a
-constexpr branch returning another type, or a NaN constant shared by two inlined functions
-(NaN != NaN: "conflicting value"), only show here or on a GPU. The PTX is also checked for
-fused multiply-adds, which the kernels forbid (``enable_fp_fusion=False``) because an FMA skips
-the rounding of its product, and assembled with ``ptxas -v`` for register spills, which a tile
-too large for the registers (the fused RHT makes tiles hold whole chunks) would cause.
+constexpr branch returning another type, a NaN constant shared by two inlined functions
+(NaN != NaN: "conflicting value"), or a NaN global (each launch checks that the globals a
+kernel read still equal their values: every launch failed on the first GPU check) only show
+here or on a GPU. The PTX is also checked for fused multiply-adds, which the kernels forbid
+(``enable_fp_fusion=False``) because an FMA skips the rounding of its product, and assembled
+with ``ptxas -v`` for register spills, which a tile too large for the registers (the fused
+RHT makes tiles hold whole chunks) would cause.
 
 The kernels are compiled in a subprocess: under TRITON_INTERPRET=1 (set for the CPU tests
 before triton's first import) ``triton.jit`` makes interpreter functions, which cannot be
@@ -82,6 +84,12 @@ CASES = {
 WARPS = {"fp4 rows mxfp4 sr codes": 4}
 
 
+def stale_globals(kernel):  # the check each launch makes: a global read must equal itself
+    kernel.cache_key  # collects the globals the kernel (and what it calls) reads
+    return [name for (name, _), (val, where) in kernel.used_global_vals.items()
+            if where.get(name) != val]
+
+
 def spills(ptx, arch):  # bytes of spill stores and loads that ptxas -v reports
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(ptx)
@@ -105,8 +113,10 @@ for case, (kernel, types, consts) in CASES.items():
             ptx = binary.asm["ptx"]
             fmas = [line for line in ptx.splitlines() if "fma." in line]
             spilled = spills(ptx, arch)
+            stale = stale_globals(kernel)
             out[f"{case}@{arch}"] = ("; ".join(fmas)[:500] if fmas else "") + (
-                f" {spilled} bytes of spills" if spilled else "")
+                f" {spilled} bytes of spills" if spilled else "") + (
+                f" globals that fail the launch check: {stale}" if stale else "")
         except Exception as err:
             out[f"{case}@{arch}"] = f"{type(err).__name__}: {err}"[:2000]
 print(json.dumps(out))

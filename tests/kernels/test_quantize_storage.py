@@ -59,8 +59,11 @@ def assert_bytes_equal(got: torch.Tensor, want: torch.Tensor, what: str,
 
 def check(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0, stream: Stream | None = None,
           signs: torch.Tensor | None = None, kernels: bool = True):
-    """nvfp4_kernels.quantize vs formats.quantize on x's device, every field; with kernels,
-    fail if the dispatcher used the reference. Returns the kernels' QTensor."""
+    """nvfp4_kernels.quantize vs formats.quantize, every field; with kernels,
+    fail if the dispatcher used the reference. Returns the kernels' QTensor. On the test device
+    (a GPU if any: the kernels run compiled only on one)."""
+    x = x.to(cases.DEVICE)  # keeps a transposed input's strides
+    signs = None if signs is None else signs.to(cases.DEVICE)
     no_reference = mock.patch.object(nvfp4_kernels, "formats_quantize",
                                      side_effect=AssertionError("the reference was used"))
     with no_reference if kernels else nullcontext():
@@ -222,7 +225,7 @@ def test_reference_fallbacks():
 def test_operand_is_the_stored_form_before_its_tensor_scale():
     """operand's local is the stored element values times their block scales (1x16 blocks
     along the last axis, cropped), and its amax the stored amax."""
-    x = cases.adversarial("lognormal", QuantSpec("nvfp4")).bfloat16()
+    x = cases.adversarial("lognormal", QuantSpec("nvfp4")).bfloat16().to(cases.DEVICE)
     spec = QuantSpec("nvfp4", rounding="sr")
     local, amax = nvfp4_kernels.operand(x, spec, seed=4)
     q = nvfp4_kernels.quantize(x, spec, seed=4)
@@ -237,7 +240,7 @@ def test_operand_is_the_stored_form_before_its_tensor_scale():
 def test_operand_and_quantize_in_one_pass(spec):
     """Both outputs equal the reference's; for FP4 they come from one quantize launch (after
     NVFP4's amax launch), not two quantizations."""
-    x = cases.row_scaled((64, 48), seed=24).bfloat16()
+    x = cases.row_scaled((64, 48), seed=24).bfloat16().to(cases.DEVICE)
     stream = Stream(layer=3, step=1, operand=2)
     launches = []
     real_launch = nvfp4_kernels.fp4._launch

@@ -125,6 +125,17 @@ def test_inputs_a_package_cannot_serve_take_the_fallback():
         assert quantizer.serves(x.requires_grad_())
 
 
+@pytest.mark.parametrize(("version", "served"), [("2.11.0+cu130", False),
+                                                ("2.12.1+cpu", False), ("2.13.0+cpu", True),
+                                                ("2.14.0a0+git1234", True)])
+def test_torch_older_than_2_13_takes_the_fallback(monkeypatch, version, served):
+    """2.11 failed to build a package here and crashed loading one on a GPU machine."""
+    monkeypatch.setattr(torch, "__version__", version)
+    quantizer = PackagedQuantizer(lambda *a: None, SPECS["nvfp4_1d"], "never built",
+                                  fallback=lambda *a: "fallback")
+    assert quantizer.serves(torch.zeros(64, 64)) is served
+
+
 @pytest.mark.parametrize(("spec", "want"), [
     (QuantSpec("nvfp4"), 16), (QuantSpec("mxfp4"), 32), (QuantSpec("nvfp4", axis=0, rht=64), 64),
     (QuantSpec("nvfp4", block=(16, 16)), 16), (QuantSpec("fp8_e4m3"), 1),

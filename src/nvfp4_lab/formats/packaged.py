@@ -21,9 +21,10 @@ One package serves every input of its dtype and rank whose sizes are all whole m
 ``multiple(spec)`` (the block, the RHT size, FP4's element pairs): those sizes are symbols in
 the graph (``torch.export.Dim``), so no padding branch is traced and one library covers every
 layer's shape, the backend self-test's included. Every other input (a partial block, a
-non-contiguous view, one that records a gradient, a CUDA tensor) runs the ``fallback`` given,
-``torch.compile`` of the same function. Two processes of a sweep that build the same package
-at once each write their own file and rename it into place; either serves.
+non-contiguous view, one that records a gradient, a CUDA tensor; every input under a torch
+older than ``MIN_TORCH``) runs the ``fallback`` given, ``torch.compile`` of the same function.
+Two processes of a sweep that build the same package at once each write their own file and
+rename it into place; either serves.
 
 A warm run starts several times sooner than through torch.compile, and building costs about
 twice its cold compile, once per machine and recipe; the steady step is unchanged
@@ -47,6 +48,7 @@ from pathlib import Path
 from types import MappingProxyType
 
 import torch
+from torch.torch_version import TorchVersion
 
 from .spec import FP4_FORMATS, QuantSpec
 
@@ -55,6 +57,15 @@ from .spec import FP4_FORMATS, QuantSpec
 OPTIONS = MappingProxyType({"emulate_precision_casts": True})
 # inputs whose sizes have larger products take the fallback: the SR index is int32 up to here
 _MAX_NUMEL = torch.iinfo(torch.int32).max
+# packages from the torch CI checks on: 2.11's AOTInductor fails to compile the C++ of FP8
+# scale buffers (``at::Float8_e4m3fn`` undeclared), and a package it built crashed the process
+# that loaded it on an H200 machine (benchmarks/RESULTS.md, GPU check); older torch compiles
+MIN_TORCH = "2.13"
+
+
+def packages_work() -> bool:
+    """Whether this torch builds packages (else every input takes the fallback)."""
+    return TorchVersion(torch.__version__) >= MIN_TORCH
 
 
 def multiple(spec: QuantSpec) -> int:
@@ -111,8 +122,9 @@ class PackagedQuantizer:
         return tuple(runner(x, key, signs))
 
     def serves(self, x: torch.Tensor) -> bool:
-        """Whether x can take a package: whole blocks, contiguous, CPU, nothing to record."""
-        return (x.device.type == "cpu" and x.dim() > 0 and x.is_contiguous()
+        """Whether x can take a package: whole blocks, contiguous, CPU, nothing to record,
+        a torch that builds packages."""
+        return (packages_work() and x.device.type == "cpu" and x.dim() > 0 and x.is_contiguous()
                 and 0 < x.numel() <= _MAX_NUMEL
                 and all(n % self.multiple == 0 for n in x.shape)
                 and not (x.requires_grad and torch.is_grad_enabled()))

@@ -217,15 +217,21 @@ def resolve(name: str, specs, device: torch.device | str = "cpu",
     inputs of ``input_dtypes``.
 
     An explicitly named backend that fails raises; ``auto`` warns and falls back to the next
-    candidate (triton -> compiled -> reference).
+    candidate (CUDA: triton -> reference; CPU: compiled -> reference). ``compiled`` is refused
+    on CUDA: inductor's GPU code of the quantizers was not bit-exact on an H200
+    (benchmarks/RESULTS.md, GPU check), and a self-test on small samples may not show it.
     """
     specs = list(dict.fromkeys(specs))
+    cuda = torch.device(device).type == "cuda"
+    if name == "compiled" and cuda:
+        raise BackendError("backend=compiled is not bit-exact on CUDA (benchmarks/RESULTS.md, "
+                           "GPU check); use backend=triton or auto")
     if name != "auto":
         backend = make_backend(name)
         if name != "reference":
             self_test(backend, specs, device, input_dtypes)
         return backend
-    candidates = (["triton"] if torch.device(device).type == "cuda" else []) + ["compiled"]
+    candidates = ["triton"] if cuda else ["compiled"]
     for candidate in candidates:
         try:
             backend = make_backend(candidate)

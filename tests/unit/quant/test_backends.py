@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from unittest.mock import Mock
 
 import pytest
 import torch
@@ -109,6 +110,20 @@ def test_explicit_backend_that_fails_raises(monkeypatch):
     monkeypatch.setattr(backends, "make_backend", lambda name: NearestSR())
     with pytest.raises(BackendError):
         resolve("compiled", SR_SPECS)
+
+
+def test_compiled_is_refused_on_cuda_and_auto_there_skips_it(monkeypatch):
+    """Inductor's GPU quantizers were not bit-exact on an H200: never chosen for CUDA."""
+    import nvfp4_lab.quant.backends as backends
+
+    with pytest.raises(BackendError, match="backend=triton"):
+        resolve("compiled", NVFP4_SPECS, "cuda")
+    tried = []
+    monkeypatch.setattr(backends, "make_backend", lambda name: tried.append(name) or ZeroSR())
+    monkeypatch.setattr(backends, "self_test", Mock(side_effect=BackendError("broken")))
+    with pytest.warns(UserWarning, match="skipping triton: broken"):
+        chosen = resolve("auto", SR_SPECS, "cuda")
+    assert type(chosen) is Backend and tried == ["triton"]
 
 
 @pytest.mark.slow
