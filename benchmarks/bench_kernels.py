@@ -5,7 +5,7 @@
     python benchmarks/bench_kernels.py --quick --cpu    # CPU smoke: Triton's interpreter, 64 x 256
 
 For each quantizer a GEMM operand can need, times the ``triton`` kernels in the three forms
-they write, and, for a few, ``fake_quantize_parts(..., backend="compiled")`` (torch.compile of
+they write, and, for a few, ``quant.compiled.fake_quantize_parts`` (torch.compile of
 the reference; its compile time is printed apart):
 
     triton          ``operand``: bf16 x in, fp32 ``local`` out        2 + 4 bytes a value
@@ -39,6 +39,7 @@ import torch
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts, quantize
 from nvfp4_lab.formats.spec import FP4_FORMATS
+from nvfp4_lab.quant.compiled import fake_quantize_parts as compiled_parts
 
 CASES = {
     "nvfp4 1x16": QuantSpec("nvfp4"),
@@ -137,7 +138,7 @@ def variants(kernels, x: torch.Tensor, spec: QuantSpec, compiled: bool):
                                lambda got: torch.equal(got.data, q.data) and torch.equal(
                                    got.scales.view(torch.uint8), q.scales.view(torch.uint8)))
     if compiled:
-        out["compiled"] = (lambda: fake_quantize_parts(x, spec, **kw, backend="compiled"), 6,
+        out["compiled"] = (lambda: compiled_parts(x, spec, **kw), 6,
                            local_exact)
     return out
 

@@ -144,7 +144,7 @@ def info(argv: list[str]) -> int:
 
     from . import __version__
     from .formats import FORMATS, QuantSpec, fake_quantize
-    from .quant.backends import compile_cache_dir
+    from .quant import compiled
     from .train.machine import Machine, versions
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
@@ -162,12 +162,12 @@ def info(argv: list[str]) -> int:
         triton = "not installed"
     print(f"backends: reference, compiled; triton {triton}")
     print(f"conf: {conf_source().describe()}")
-    print(f"compile cache: {compile_cache_dir()}")
+    print(f"compile cache: {compiled.compile_cache_dir()}")
     if "--no-compile" in argv:
         return 0
     x = torch.randn(64, 256)
     for spec in (QuantSpec("nvfp4"), QuantSpec("mxfp4")):
-        same = torch.equal(fake_quantize(x, spec), fake_quantize(x, spec, backend="compiled"))
+        same = torch.equal(fake_quantize(x, spec), compiled.fake_quantize(x, spec))
         print(f"compiled {spec.fmt} == eager: {same}")
         if not same:
             return 1

@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 from helpers.runs import SCRIPT, process_env
 
-from nvfp4_lab.quant.backends import compile_cache_dir
+from nvfp4_lab.quant.compiled import compile_cache_dir
 from nvfp4_lab.train.sweep_plan import SweepPlan
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,7 +11,7 @@ from four_over_six_reference import decode, four_over_six_reference
 from te_reference import e4m3_round, te_nvfp4_reference, te_qgemm
 
 from nvfp4_lab.formats import QuantSpec, fake_quantize, quantize
-from nvfp4_lab.quant import Backend
+from nvfp4_lab.quant import Backend, compiled
 from nvfp4_lab.quant.gemm import Parts, gemm
 
 TILES = ((1, 16), (16, 16))
@@ -116,7 +116,7 @@ def test_the_x15_candidate_saturates_at_the_e4m3_limit_with_l448():
 def test_compiled_equals_eager(tile):
     x = adversarial(1)
     spec = QuantSpec("nvfp4", block=tile, four_over_six="mse")
-    assert torch.equal(bits(fake_quantize(x, spec, backend="compiled")),
+    assert torch.equal(bits(compiled.fake_quantize(x, spec)),
                        bits(fake_quantize(x, spec)))
 
 

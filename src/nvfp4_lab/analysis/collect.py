@@ -32,14 +32,13 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from ..quant.operands import LayerMetric
 from ..rundir import CURVE_COLUMNS, read_metrics
 
 TAIL = 0.1   # the share of a run's last steps whose train loss tail_train_loss averages
 # config keys that never distinguish recipes: bookkeeping, logging cadence, hardware
 _NOT_AN_AXIS = re.compile(r"^(seed|name|resume|output_root|arms(\..*)?|trainer\..*|data\.cache_dir"
                           r"|train\.(val_every|val_batches|ckpt_every|stats_every|log_every))$")
-_LAYER_COLUMN = re.compile(r"^(?P<layer>.+?)/(?P<metric>(?:[a-z]+\.[a-z]+|wgrad)/[a-z_]+)$")
-_BLOCK = re.compile(r"\.(\d+)\.")
 
 
 @dataclass
@@ -191,14 +190,11 @@ def _layer_table(run_id: str, metrics: pd.DataFrame) -> pd.DataFrame:
     """Per-layer statistic columns (``blocks.3.mlp.fc1/wgrad/rel_err``) as tidy rows."""
     rows = []
     for col in metrics.columns:
-        m = _LAYER_COLUMN.match(col)
-        if not m:
+        if (m := LayerMetric.parse(col)) is None:
             continue
-        block = _BLOCK.search("." + m["layer"] + ".")
         part = metrics[["step", "tokens", col]].dropna(subset=[col])
         rows.append(part.rename(columns={col: "value"}).assign(
-            run=run_id, layer=m["layer"], block=int(block[1]) if block else -1,
-            metric=m["metric"]))
+            run=run_id, layer=m.layer, block=m.block, metric=m.name))
     return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame()
 
 

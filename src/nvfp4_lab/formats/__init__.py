@@ -28,8 +28,7 @@ Modules, one concept each:
     spec      QuantSpec / RHTSpec / Stream / Layout: what to quantize how, validated;
               the closed sets, torch-free
     qtensor   the storage form and its decoder
-    quantizer quantize() and fake_quantize(), eager and compiled
-    packaged  the compiled quantizers as AOTInductor packages, built once per machine
+    quantizer quantize() and fake_quantize(): the pipeline (compiled copies: quant/compiled.py)
 
 What is done differently from the references, and why:
 * Non-finite input is defined: a block holding NaN or Inf gets a NaN scale and decodes to NaN

@@ -1,4 +1,4 @@
-"""``quantize`` (-> QTensor) and ``fake_quantize`` (-> x's dtype), eager or compiled.
+"""``quantize`` (-> QTensor) and ``fake_quantize`` (-> x's dtype): the eager reference.
 
 Both run one pipeline, so a QTensor decodes to exactly what fake_quantize returns:
 
@@ -16,15 +16,8 @@ Stochastic rounding draws its bits from (seed, stream ids, element index), where
 is the element's row-major position in x as passed (rng.py): the same element gets the same
 bits whatever the layout, backend or machine.
 
-The compiled path is the same function through inductor: on a CPU an AOTInductor package
-for inputs of whole blocks, built once per machine and loaded by every later process
-(packaged.py), and ``torch.compile`` for every other input. It is bit-identical to eager
-(tested on adversarial inputs) because every operation is elementwise or a max reduction,
-and inductor's C++ keeps IEEE semantics for them (no reassociation, finite-math off). Two
-inductor behaviours need care, both handled below: a fused cast to bf16 stays fp32 unless
-``emulate_precision_casts`` is on, and a bf16 output sliced out of padded blocks is
-miscompiled (torch 2.13, CPU), so the graph returns fp32 and the cast happens outside. The
-seed and stream ids enter as tensors, so steps do not recompile.
+The seed and stream ids enter as tensors, so a compiled copy of a pipeline
+(``quant/compiled.py``, the compiled backend) does not recompile per step.
 """
 from __future__ import annotations
 
@@ -35,7 +28,6 @@ import torch
 from . import e2m1, four_over_six, fp8, ms_eden, mxfp4, nvfp4
 from .blocks import canonical, from_blocks, pad, store_scales, to_blocks
 from .hadamard import check_divides, rht_dim, sign_vector
-from .packaged import OPTIONS, PackagedQuantizer
 from .qtensor import QTensor, decode_local, dequantize_blocks, store_amax
 from .rng import key_tensor, random_bits, to_device
 from .spec import FP4_FORMATS, QuantSpec, Stream
@@ -146,22 +138,20 @@ def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,
                    x.shape, signs)
 
 
-# Both also return NVFP4's E4M3 block scales, which the public functions drop. Under
-# torch.compile that matters: a graph output is stored once, so inductor computes each block's
-# scale in one pass over the n/16 blocks, where otherwise it recomputes it (a chain of divisions
-# and an E4M3 conversion per block) in every pass over the elements that reads it; the SR graphs
-# run up to three such passes. Same bits, up to 38 % less time per call. MX and FP8 scales are
-# cheap to recompute (bit operations, one multiply), and storing them measured slower
+# The two pipelines a compiler traces (quant/compiled.py). Both also return NVFP4's E4M3
+# block scales, which the public functions drop: as a graph output a block's scale is computed
+# once, not again in every pass over its elements; MX and FP8 scales are cheaper recomputed
 # (benchmarks/RESULTS.md, E4M3 block scales as a graph output).
 
 
-def _fake_quantize_fp32(x: torch.Tensor, key, signs, spec: QuantSpec):
-    """-> (fake-quantized x in fp32, E4M3 block scales or None)."""
+def fake_quantize_pipeline(x: torch.Tensor, key, signs, spec: QuantSpec):
+    """-> (fake-quantized x in fp32, E4M3 block scales or None); key, signs: see
+    ``runtime_inputs``."""
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     return dequantize_blocks(values, spec, scales, amax, x.shape), _as_output(scales)
 
 
-def _fake_quantize_parts(x: torch.Tensor, key, signs, spec: QuantSpec):
+def parts_pipeline(x: torch.Tensor, key, signs, spec: QuantSpec):
     """-> (local, amax, E4M3 block scales or None); see ``fake_quantize_parts``."""
     values, scales, amax = _quantize_blocks(x, spec, key, signs)
     local = decode_local(values, spec, scales, x.shape)
@@ -173,64 +163,19 @@ def _as_output(scales: torch.Tensor | None) -> torch.Tensor | None:
     return scales if scales is not None and scales.dtype == torch.float8_e4m3fn else None
 
 
-@functools.cache
-def _compiled(spec: QuantSpec, parts: bool = False) -> PackagedQuantizer:
-    """fn(x, key, signs) compiled: an AOTInductor package for inputs of whole blocks
-    (packaged.py), torch.compile for the rest; the same graph and bits either way."""
-    # Every spec and input rank/dtype is one more graph of the same Python function, and
-    # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)
-    # emulate_precision_casts (packaged.OPTIONS): without it inductor keeps a fused
-    # .to(bfloat16) (the RHT output) in fp32, and amax and scales change.
-    fn = functools.partial(_fake_quantize_parts if parts else _fake_quantize_fp32, spec=spec)
-    traced = torch.compile(fn, fullgraph=True, dynamic=False, options=dict(OPTIONS))
-    return PackagedQuantizer(fn, spec, f"{fn.func.__name__}|{spec!r}",
-                             fallback=lambda x, key, signs: traced(_any_size(x), key, signs))
-
-
-def _any_size(x: torch.Tensor) -> torch.Tensor:
-    """A view of x whose sizes the torch.compile fallback takes as symbols, so that one graph
-    per spec serves every layer's shape: a ``nano`` NVFP4 run compiled 6 graphs, its backend
-    self-test's included, where the training shapes alone took 14, and ~40 s sooner, at the
-    same time per call (benchmarks/RESULTS.md, Compiled quantizers for any size). The block
-    and RHT sizes stay constants, so the inner loops are still unrolled and vectorised. Marking
-    a view leaves the caller's tensor unmarked. Where no gradient is recorded anyway (QuantGemm,
-    the backend self-test) the view is detached: a master weight's requires_grad would
-    otherwise be one more graph. (``dynamic=True`` on the whole function, which also makes its
-    scalar inputs symbolic, stopped gcc with an internal error on torch 2.13.)"""
-    v = x.view(x.shape) if torch.is_grad_enabled() else x.detach()
-    for d in range(v.dim()):
-        torch._dynamo.maybe_mark_dynamic(v, d)
-    return v
-
-
-def _check_backend(backend: str) -> None:
-    if backend not in ("eager", "compiled"):
-        raise ValueError(f"backend={backend!r} is not one of eager, compiled")
-
-
 def fake_quantize(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
                   stream: Stream | None = None, signs: torch.Tensor | None = None,
-                  backend: str = "eager", **spec_fields) -> torch.Tensor:
-    """quantize(x, ...).dequantize() in x's dtype, without packing; bit-identical to it.
-
-    backend: "eager" (the reference) or "compiled" (torch.compile of the same function).
-    """
-    _check_backend(backend)
+                  **spec_fields) -> torch.Tensor:
+    """quantize(x, ...).dequantize() in x's dtype, without packing; bit-identical to it."""
     spec = make_spec(spec, **spec_fields)
     key, signs = runtime_inputs(x, spec, seed, stream, signs)
-    if backend == "eager":
-        out, _ = _fake_quantize_fp32(x, key, signs, spec)
-    else:
-        out, _ = _compiled(spec)(x, key, signs)
-    # the final cast stays outside the graph: inductor (torch 2.13, CPU) miscompiles a
-    # bf16 output sliced out of a padded block (wrong values in the partial block)
+    out, _ = fake_quantize_pipeline(x, key, signs, spec)
     return out.to(x.dtype)
 
 
 def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, seed: int = 0,
                         stream: Stream | None = None, signs: torch.Tensor | None = None,
-                        backend: str = "eager", **spec_fields):
+                        **spec_fields):
     """A GEMM operand as a block-scaled tensor core sees it: (local, amax).
 
     local: fp32 [x.shape], element value x block decode scale (exact for FP4 formats);
@@ -238,13 +183,9 @@ def fake_quantize_parts(x: torch.Tensor, spec: str | QuantSpec = "nvfp4", *, see
     which the GEMM scales its output (``nvfp4.gemm_alpha``). For MXFP4 and FP8 ``local`` is
     ``fake_quantize(x)``.
     """
-    _check_backend(backend)
     spec = make_spec(spec, **spec_fields)
     key, signs = runtime_inputs(x, spec, seed, stream, signs)
-    if backend == "eager":
-        local, amax, _ = _fake_quantize_parts(x, key, signs, spec)
-    else:
-        local, amax, _ = _compiled(spec, parts=True)(x, key, signs)
+    local, amax, _ = parts_pipeline(x, key, signs, spec)
     return local, amax
 
 

@@ -8,9 +8,9 @@ bf16 directly, the others cast. The GEMMs themselves are ordinary matmuls in ``g
 whatever the backend.
 
     reference  eager PyTorch: the executable specification (``formats/``)
-    compiled   torch.compile of the reference, bit-identical to it
+    compiled   the reference compiled by inductor, bit-identical to it (compiled.py; CPU)
     triton     fused kernels from the ``nvfp4_kernels`` package (``kernels/``, CUDA only)
-    auto       triton on CUDA when installed, else compiled; self-tested, falling back
+    auto       triton on CUDA, else compiled; self-tested, falling back to the reference
                (a training run on a CPU first picks reference or compiled by cost: cost.py)
 
 A backend other than ``reference`` must pass ``self_test`` before training: on small
@@ -26,7 +26,6 @@ import importlib.util
 import math
 import os
 import warnings
-from pathlib import Path
 
 import torch
 
@@ -34,6 +33,7 @@ from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
 from ..formats.nvfp4 import gemm_alpha
 from ..formats.quantizer import check_local_dtype
+from . import compiled
 
 
 class BackendError(RuntimeError):
@@ -57,35 +57,11 @@ class Backend:
         return f"{type(self).__name__}({self.name!r})"
 
 
-def cache_root() -> Path:
-    """The project's per-machine cache: ``$NVFP4_LAB_CACHE``, else
-    ``$XDG_CACHE_HOME/nvfp4-lab`` (default ``~/.cache/nvfp4-lab``)."""
-    if os.environ.get("NVFP4_LAB_CACHE"):
-        return Path(os.environ["NVFP4_LAB_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
-
-
-def compile_cache_dir() -> Path:
-    """Where torch.compile keeps its compiled graphs (inductor's FX-graph and AOT-autograd
-    caches): ``$TORCHINDUCTOR_CACHE_DIR`` if the user set it, else ``$NVFP4_LAB_CACHE/inductor``
-    (default ``~/.cache/nvfp4-lab/inductor``), which every run and sweep on the machine shares
-    and which, unlike inductor's default under /tmp, survives /tmp being cleaned: compiling a
-    recipe's quantizers takes about a minute, loading them from a warm cache seconds."""
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-    return cache_root() / "inductor"
-
-
 class CompiledBackend(Backend):
     name = "compiled"
 
-    def __init__(self):
-        # read by inductor when it first compiles, not at import
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(compile_cache_dir())
-
     def _parts(self, x, spec, seed, stream, signs):
-        return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs,
-                                   backend="compiled")
+        return compiled.fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
 
 
 class TritonBackend(Backend):

@@ -25,6 +25,7 @@ from torch import nn
 
 from . import backends
 from .linear import QuantLinear, QuantState
+from .operands import LayerMetric
 from .plan import operand_plan
 from .recipe import OPERANDS, Recipe, to_dict
 
@@ -203,10 +204,10 @@ def quant_layers(model: nn.Module) -> list[QuantLinear]:
 
 def layer_stats(model: nn.Module) -> dict[str, float]:
     """The statistics the QuantLinears recorded on the last statistics step, as
-    ``{"<layer>/<operand>/<metric>": value}`` (for a logger), and clears them."""
+    ``{LayerMetric.column: value}`` (for a logger), and clears them."""
     out = {}
     for layer in quant_layers(model):
-        out.update({f"{layer.name}/{k}": v for k, v in layer.stats.items()})
+        out.update({LayerMetric(layer.name, *k).column: v for k, v in layer.stats.items()})
         layer.stats = {}
     return out
 

@@ -5,7 +5,7 @@ PyTorch) starts at once but runs each step at several times the BF16 step; ``com
 (inductor's code for the same functions) runs a step in a fraction of the reference's time
 but first compiles every quantizer of the recipe into an AOTInductor package, a minute on a
 cold cache and seconds of loading once they are in the machine's compile cache
-(``backends.compile_cache_dir``; benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
+(``compiled.compile_cache_dir``; benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
 packages). Which
 wins depends on the run's length and on what this machine has already compiled, so ``auto``
 decides from timings this machine measured:
@@ -96,7 +96,7 @@ def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
 
 
 def ledger_path() -> Path:
-    from .backends import cache_root
+    from .compiled import cache_root
 
     return cache_root() / "timings.json"
 

@@ -27,7 +27,7 @@ from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm, local_dtype
-from .operands import OPS, Gemm
+from .operands import OPS, WGRAD_OUTPUT, Gemm
 from .plan import GemmPlan, operand_plan, switched_plan
 from .recipe import Recipe
 
@@ -59,7 +59,7 @@ class QuantLinear(nn.Linear):
         self.state = state or QuantState()
         self.plan = operand_plan(recipe)
         self.plan_after_switch = switched_plan(self.plan, recipe.switch)
-        self.stats: dict[str, float] = {}
+        self.stats: dict[tuple[str, str], float] = {}  # (source, metric): LayerMetric
 
     @classmethod
     def from_linear(cls, linear: nn.Linear, **kwargs) -> QuantLinear:
@@ -134,16 +134,16 @@ class QuantLinear(nn.Linear):
                                              stream=self.stream(o.stream_as or op),
                                              signs=signs[OPS[op].gemm],
                                              gradient=OPS[op].tensor == "gradients")
-            self.stats.update({f"{op}/{k}": v for k, v in values.items()})
+            self.stats.update({(op, k): v for k, v in values.items()})
 
     def record_wgrad_error(self, dw: torch.Tensor, dy: torch.Tensor, x: torch.Tensor) -> None:
         """E06's diagnostic, the relative error of dW against the unquantized product, and the
         gradient-noise ratio ||dW|| / ||dW_q - dW|| (``stats.noise_ratio``)."""
         exact = dy.float().t() @ x.float()
-        self.stats["wgrad/rel_err"] = stats_mod.rel_err(dw, exact)
+        self.stats[WGRAD_OUTPUT, "rel_err"] = stats_mod.rel_err(dw, exact)
         ratio = stats_mod.noise_ratio(dw, exact)
         if ratio is not None:
-            self.stats["wgrad/noise_ratio"] = ratio
+            self.stats[WGRAD_OUTPUT, "noise_ratio"] = ratio
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, recipe={self.recipe.name}, backend={self.backend.name}"

@@ -15,7 +15,7 @@ With X: [tokens, in], W: [out, in] and dY: [tokens, out] (docs/experiments.md, T
 (``formats.Stream``). The names are what configs and logs spell; code looks an operand up
 here (``OPS``) and never takes its name apart. Operand lists (``sr``, ``quantize``, ...) also
 take the groups of ``GROUPS``: all, forward (Fprop's), backward (Dgrad's and Wgrad's),
-weights, activations, gradients.
+weights, activations, gradients. ``LayerMetric`` names a layer's statistics in metrics.csv.
 """
 from __future__ import annotations
 
@@ -69,3 +69,38 @@ GROUPS: dict[str, tuple[str, ...]] = {
     "activations": _where(lambda o: o.tensor == "activations"),
     "gradients": _where(lambda o: o.tensor == "gradients"),
 }
+
+
+WGRAD_OUTPUT = "wgrad"  # the source of the statistics of dW itself, beside the operands'
+
+
+@dataclass(frozen=True)
+class LayerMetric:
+    """One statistic of one layer (quant/stats.py), the metrics.csv column
+    ``<layer>/<source>/<metric>``; ``source`` is an operand name or ``WGRAD_OUTPUT``."""
+
+    layer: str          # the module path, e.g. blocks.3.mlp.fc1
+    source: str
+    metric: str         # rel_err, noise_ratio, ...
+
+    @property
+    def column(self) -> str:
+        return f"{self.layer}/{self.source}/{self.metric}"
+
+    @property
+    def name(self) -> str:
+        """What the statistic is, whichever layer: ``wgrad.dy/rel_err``."""
+        return f"{self.source}/{self.metric}"
+
+    @property
+    def block(self) -> int:
+        """The layer's block index (blocks.3.mlp.fc1: 3), -1 outside the blocks."""
+        return next((int(p) for p in self.layer.split(".") if p.isdigit()), -1)
+
+    @classmethod
+    def parse(cls, column: str) -> LayerMetric | None:
+        """The statistic a metrics.csv column holds; None for any other column."""
+        parts = column.rsplit("/", 2)
+        if len(parts) != 3 or parts[1] not in (*OPERANDS, WGRAD_OUTPUT) or not parts[2]:
+            return None
+        return cls(*parts)

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import subprocess
+import sys
 from unittest.mock import Mock
 
 import pytest
@@ -162,23 +164,24 @@ def test_backend_operand_matches_formats():
     assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
 
 
-def test_compiled_backend_caches_its_graphs_where_the_project_says(monkeypatch, tmp_path):
-    """Inductor's default cache lives under /tmp; the compiled backend points it at a
+def test_compiled_graphs_are_cached_where_the_project_says(monkeypatch, tmp_path):
+    """Inductor's default cache lives under /tmp; importing quant.compiled points it at a
     directory that survives (NVFP4_LAB_CACHE, else ~/.cache/nvfp4-lab), unless the user chose
     one with TORCHINDUCTOR_CACHE_DIR."""
-    from nvfp4_lab.quant.backends import CompiledBackend, compile_cache_dir
+    from nvfp4_lab.quant.compiled import compile_cache_dir
 
+    def cache_after_import(**env: str) -> str:
+        base = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
+        code = "import os, nvfp4_lab.quant.compiled; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+        return subprocess.run([sys.executable, "-c", code], env={**base, **env},
+                              capture_output=True, text=True, check=True).stdout.strip()
+
+    assert cache_after_import(NVFP4_LAB_CACHE=str(tmp_path)) == str(tmp_path / "inductor")
+    assert cache_after_import(TORCHINDUCTOR_CACHE_DIR="/mine") == "/mine"
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
-    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "lab"))
-    CompiledBackend()
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "lab" / "inductor")
-    monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")
-    monkeypatch.delenv("NVFP4_LAB_CACHE")
+    monkeypatch.delenv("NVFP4_LAB_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert compile_cache_dir() == tmp_path / "xdg" / "nvfp4-lab" / "inductor"
-    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "mine"))
-    CompiledBackend()
-    assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == str(tmp_path / "mine")
 
 
 def test_self_test_quantizes_only_the_input_dtypes_a_run_uses():

@@ -9,7 +9,7 @@ import pytest
 from helpers.runs import fast
 
 from nvfp4_lab.quant import cost
-from nvfp4_lab.quant.backends import compile_cache_dir
+from nvfp4_lab.quant.compiled import compile_cache_dir
 from nvfp4_lab.train.backend_probe import PROBE, WARM
 from nvfp4_lab.train.task import train
 

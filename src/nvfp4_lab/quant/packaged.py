@@ -1,40 +1,25 @@
 """Compiled quantizers as AOTInductor packages: built once per machine, loaded in every process.
 
-``torch.compile`` keeps inductor's kernels in its on-disk caches, but every new process traces
-the Python pipeline with dynamo again before it can look them up. For a ``nano`` NVFP4 run
-that re-tracing (six quantizer graphs, most of it fake-tensor propagation with symbolic sizes)
-was most of a warm start-up of 6.5 s alone on two cores and 13 s beside a training, and
-dynamo's own ahead-of-time path loads a graph in about the time tracing it takes
-(benchmarks/RESULTS.md, Where issue 14's bars stand).
-AOTInductor takes the same graph (``torch.export`` of the same function) through the same
-inductor lowering and code generation, with the same options, and links kernels and a C++
-wrapper into one shared library, packaged as a ``.pt2`` file. A later process loads it, a
-``dlopen``, with nothing traced; each call also skips dynamo's guards and the Python wrapper.
+``torch.compile`` keeps inductor's kernels on disk, but every new process traces the pipeline
+with dynamo again before it can look them up, most of a warm start-up (benchmarks/RESULTS.md,
+Where issue 14's bars stand). AOTInductor takes the same graph (``torch.export`` of the same
+function) through the same lowering, with the same options, into one shared library in a
+``.pt2`` file, which a later process loads with nothing traced (benchmarks/RESULTS.md,
+Compiled quantizers as AOTInductor packages).
 
     store: <inductor cache dir>/nvfp4_lab_aoti/<key>.pt2     (beside torch.compile's caches)
     key:   what is computed (function, spec), input dtype and rank, which optional inputs
-           are given, torch and Python versions, the CPU's vector ISA and a hash of this
-           package's source: the graph is traced from this code, so an edit to it must miss
-           rather than run a stale library.
+           are given, torch and Python versions, the CPU's vector ISA and a hash of the
+           source the graph is traced from (``formats/``, this module and compiled.py), so
+           an edit to it must miss rather than run a stale library.
 
 One package serves every input of its dtype and rank whose sizes are all whole multiples of
 ``multiple(spec)`` (the block, the RHT size, FP4's element pairs): those sizes are symbols in
-the graph (``torch.export.Dim``), so no padding branch is traced and one library covers every
-layer's shape, the backend self-test's included. Every other input (a partial block, a
-non-contiguous view, one that records a gradient, a CUDA tensor; every input under a torch
-older than ``MIN_TORCH``) runs the ``fallback`` given, ``torch.compile`` of the same function.
-Two processes of a sweep that build the same package at once each write their own file and
-rename it into place; either serves.
-
-A warm run starts several times sooner than through torch.compile, and building costs about
-twice its cold compile, once per machine and recipe; the steady step is unchanged
-(benchmarks/RESULTS.md, Compiled quantizers as AOTInductor packages).
-
-The bits are inductor's either way: the same lowering of the same operations, elementwise or
-max reductions, which its C++ keeps in IEEE order (tests/unit/test_packaged.py checks the
-packages against eager on adversarial inputs; a training run self-tests its backend against
-the reference before its first step). A build that fails falls back to ``torch.compile``, with
-a warning naming the reason: slower to start, the same numbers.
+the graph (``torch.export.Dim``). Every other input (a partial block, a non-contiguous view,
+one that records a gradient, a CUDA tensor; any input under a torch older than
+``MIN_TORCH``) runs the ``fallback`` given, ``torch.compile`` of the same function, as does
+a build that fails (with a warning). Two processes that build the same package at once each
+write their own file and rename it into place; either serves.
 """
 from __future__ import annotations
 
@@ -50,7 +35,7 @@ from types import MappingProxyType
 import torch
 from torch.torch_version import TorchVersion
 
-from .spec import FP4_FORMATS, QuantSpec
+from ..formats.spec import FP4_FORMATS, QuantSpec
 
 # inductor's options for both paths; read-only: aoti_compile_and_package adds its own keys to
 # the dict it is given, which would change the package key after a process's first build
@@ -78,9 +63,12 @@ def multiple(spec: QuantSpec) -> int:
 
 @functools.cache
 def source_hash() -> str:
-    """sha256 of this package's Python source, the code a package's graph was traced from."""
+    """sha256 of the Python source a package's graph is traced from: ``formats/``, this
+    module and compiled.py."""
+    here = Path(__file__).parent
     h = hashlib.sha256()
-    for path in sorted(Path(__file__).parent.glob("*.py")):
+    for path in [*sorted((here.parent / "formats").glob("*.py")), Path(__file__),
+                 here / "compiled.py"]:
         h.update(path.name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()
 

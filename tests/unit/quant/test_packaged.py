@@ -1,4 +1,4 @@
-"""The compiled backend's AOTInductor packages (formats/packaged.py) equal eager bit for bit on
+"""The compiled backend's AOTInductor packages (quant/packaged.py) equal eager bit for bit on
 adversarial inputs of whole blocks, serve every such shape from one package, are loaded rather
 than rebuilt by a new quantizer, and leave every other input to torch.compile.
 
@@ -10,16 +10,16 @@ shapes with the same adversarial tensors.
 from __future__ import annotations
 
 import functools
-import importlib
 
 import pytest
 import torch
-from test_compiled import SPECS, SR_SPEC, adversarial, assert_bitwise
+from helpers.adversarial import SPECS, SR_SPEC, adversarial, assert_bitwise
 
-from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts, packaged
-from nvfp4_lab.formats.packaged import PackagedQuantizer, multiple
+from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
+from nvfp4_lab.formats.quantizer import parts_pipeline
+from nvfp4_lab.quant import compiled, packaged
+from nvfp4_lab.quant.packaged import PackagedQuantizer, multiple
 
-quantize_module = importlib.import_module("nvfp4_lab.formats.quantizer")
 pytestmark = pytest.mark.slow
 
 WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either axis)
@@ -28,18 +28,18 @@ WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either ax
 def packaged_runners(spec: QuantSpec, parts: bool) -> list:
     """The package runners the compiled quantizer of spec has loaded or built so far."""
     # called as fake_quantize and fake_quantize_parts call it: functools.cache keys on how
-    quantizer = (quantize_module._compiled(spec, parts=True) if parts
-                 else quantize_module._compiled(spec))
+    quantizer = (compiled._compiled(spec, parts=True) if parts
+                 else compiled._compiled(spec))
     return [r for r in quantizer.runners.values() if r]
 
 
 def assert_parts_equal(x: torch.Tensor, spec: QuantSpec, **kwargs) -> None:
-    compiled = fake_quantize_parts(x, spec, backend="compiled", **kwargs)
+    got = compiled.fake_quantize_parts(x, spec, **kwargs)
     eager = fake_quantize_parts(x, spec, **kwargs)
-    assert_bitwise(compiled[0], eager[0])
-    assert (compiled[1] is None) == (eager[1] is None)
+    assert_bitwise(got[0], eager[0])
+    assert (got[1] is None) == (eager[1] is None)
     if eager[1] is not None:
-        assert_bitwise(compiled[1], eager[1])
+        assert_bitwise(got[1], eager[1])
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -56,7 +56,7 @@ def test_packaged_fake_quantize_equals_eager():
     spec = SPECS["nvfp4_1d"]
     for kind in ("ties", "nonfinite", "range"):
         x = adversarial(kind, torch.float32, WHOLE)
-        assert_bitwise(fake_quantize(x, spec, backend="compiled"), fake_quantize(x, spec))
+        assert_bitwise(compiled.fake_quantize(x, spec), fake_quantize(x, spec))
     assert packaged_runners(spec, parts=False)
 
 
@@ -69,17 +69,17 @@ def test_packaged_sr_equals_eager_and_steps_change_the_bits(dtype):
         for kind in ("ties", "range"):
             x = adversarial(kind, dtype, WHOLE)
             assert_parts_equal(x, SR_SPEC, seed=5, stream=Stream(step=step, gemm=2))
-        outs.append(fake_quantize_parts(adversarial("ties", dtype, WHOLE), SR_SPEC, seed=5,
-                                        stream=Stream(step=step, gemm=2), backend="compiled"))
+        outs.append(compiled.fake_quantize_parts(adversarial("ties", dtype, WHOLE), SR_SPEC,
+                                                 seed=5, stream=Stream(step=step, gemm=2)))
     assert not torch.equal(outs[0][0], outs[1][0])
-    assert quantize_module._compiled(SR_SPEC, parts=True).runners[(dtype, 2, False, True)]
+    assert compiled._compiled(SR_SPEC, parts=True).runners[(dtype, 2, False, True)]
 
 
 def test_one_package_serves_every_whole_block_shape():
     """Sizes are symbols of the library: square or not, one block or many, the first shape's
     package computes the eager bits for every other shape of its rank and dtype."""
     spec = SPECS["nvfp4_rht16_axis0"]  # the Wgrad operand: blocks along tokens
-    quantizer = quantize_module._compiled(spec, parts=True)
+    quantizer = compiled._compiled(spec, parts=True)
     assert_parts_equal(adversarial("ties", torch.float32, WHOLE), spec, seed=3)
     built = dict(quantizer.runners)
     for shape in [(16, 16), (32, 80), (128, 16), (48, 208)]:
@@ -93,7 +93,7 @@ def test_a_package_built_here_is_loaded_by_a_new_quantizer(monkeypatch, tmp_path
     to the options dict it is given, which once changed every later key)."""
     monkeypatch.setattr(packaged, "store_dir", lambda: tmp_path)
     spec = SPECS["nvfp4_1d"]
-    fn = functools.partial(quantize_module._fake_quantize_parts, spec=spec)
+    fn = functools.partial(parts_pipeline, spec=spec)
     x = adversarial("ties", torch.float32, WHOLE)
 
     def fail(*args):
