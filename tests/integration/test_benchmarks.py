@@ -61,8 +61,9 @@ def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     and bench_kernels cases that exist, and report success."""
     log = tmp_path / "calls.txt"
     stub = tmp_path / "python3"
-    stub.write_text(f'#!/bin/bash\n{{ printf %s "${{NVFP4_KERNELS_AUTOTUNE:-on}}"; '
-                    f'printf " %q" "$@"; echo; }} >> {log}\n')
+    # one write per call: the kernel tests' calls run side by side
+    stub.write_text('#!/bin/bash\nline="${NVFP4_KERNELS_AUTOTUNE:-on}$(printf " %q" "$@")"\n'
+                    f'echo "$line" >> {log}\n')
     stub.chmod(0o755)
     env = {**ENV, "PYTHON": str(stub), "OUT": str(tmp_path)}
     out = run("bash", "benchmarks/gpu_check.sh", env=env, timeout=60)
