@@ -148,6 +148,7 @@ class Summary:
     started: str | None = None
     finished: str | None = None
     branched_from: dict[str, Any] | None = None   # train/branch.py: the parent run, step
+    data_fingerprint: str | None = None  # the prepared data's sha256 (its corpus checksum in)
 
     @classmethod
     def read(cls, run: Path) -> Summary | None:
@@ -170,7 +171,7 @@ class Summary:
 
 FIELDS = tuple(f.name for f in dataclasses.fields(Summary))
 COLUMNS = ("job", *FIELDS)                    # sweep_summary.csv
-OPTIONAL_KEYS = ("branched_from",)            # left out of the file when unset
+OPTIONAL_KEYS = ("branched_from", "data_fingerprint")  # left out of the file when unset
 
 
 class RankFailed(RuntimeError):

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import pytest
 from helpers.runs import SCRIPT, process_env
+from omegaconf import OmegaConf
 
-from nvfp4_lab.data import corpus
+from nvfp4_lab.data import DataConfig, corpus, load_prepared, prepared_dir
 from nvfp4_lab.quant.compiled import compile_cache_dir
 from nvfp4_lab.train.sweep_plan import SweepPlan
 
@@ -362,6 +363,8 @@ def test_run_trains_and_writes_a_complete_run_directory(ref):
     assert (s["quant"], s["backend"], s["seed"]) == ("nvfp4", "reference", 0)
     assert re.fullmatch(r"[0-9a-f]{16}", s["config_hash"])
     assert s["wall_seconds"] > 0 and s["tokens_per_second"] > 0
+    data = DataConfig(**OmegaConf.to_container(OmegaConf.load(ref / "config.yaml").data))
+    assert s["data_fingerprint"] == load_prepared(prepared_dir(data)).fingerprint
 
     m = read_metrics(ref / "metrics.csv")
     assert m["step"] == list(range(1, STEPS + 1))       # log_every=1: one row per step

@@ -176,6 +176,11 @@ class LMDataModule(L.LightningDataModule):
         return self._loaded().vocab_size
 
     @property
+    def fingerprint(self) -> str:
+        """sha256 of the prepared data's meta.json: corpus checksum, split and tokenizer."""
+        return self._loaded().fingerprint
+
+    @property
     def bytes_per_token(self) -> float | None:
         """UTF-8 bytes per token of the val split (None if the data does not say)."""
         return self._loaded().bytes_per_token
@@ -212,7 +217,7 @@ class LMDataModule(L.LightningDataModule):
                           shuffle=False)
 
     def state_dict(self) -> dict:
-        return {"data_fingerprint": self._loaded().fingerprint, "seed": self.seed}
+        return {"data_fingerprint": self.fingerprint, "seed": self.seed}
 
     def load_state_dict(self, state: dict) -> None:
         mine = self.state_dict()

@@ -81,6 +81,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
                           seed=cfg.seed, val_batches=t.val_batches)
         dm.prepare_data()
         dm.setup("fit")
+        base = dataclasses.replace(base, data_fingerprint=dm.fingerprint)
         model_cfg = job.sized_model(dm.vocab_size)
         task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
                       tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
