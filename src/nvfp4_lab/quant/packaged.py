@@ -101,6 +101,7 @@ class PackagedQuantizer:
     def __init__(self, fn: Callable, spec: QuantSpec, name: str, fallback: Callable):
         self.fn, self.name, self.fallback = fn, name, fallback
         self.multiple = multiple(spec)
+        self.packages = packages_work()  # once, not on every call
         self.runners: dict[tuple, Callable | None] = {}  # None: this signature falls back
 
     def __call__(self, x: torch.Tensor, key, signs):
@@ -112,7 +113,7 @@ class PackagedQuantizer:
     def serves(self, x: torch.Tensor) -> bool:
         """Whether x can take a package: whole blocks, contiguous, CPU, nothing to record,
         a torch that builds packages."""
-        return (packages_work() and x.device.type == "cpu" and x.dim() > 0 and x.is_contiguous()
+        return (self.packages and x.device.type == "cpu" and x.dim() > 0 and x.is_contiguous()
                 and 0 < x.numel() <= _MAX_NUMEL
                 and all(n % self.multiple == 0 for n in x.shape)
                 and not (x.requires_grad and torch.is_grad_enabled()))
