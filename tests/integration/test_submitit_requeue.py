@@ -36,11 +36,13 @@ def _job_tasks(pid: int) -> list[int]:
 
 
 def _stdout(task: int) -> Path | None:
-    """A submitit task's stdout: its job's own ``*_log.out`` (None once the task is gone)."""
+    """A submitit task's stdout: its job's own ``*_log.out``. None once the task is gone, and
+    before the task has redirected it (its fd 1 is then still the launcher's pipe)."""
     try:
-        return Path(os.readlink(f"/proc/{task}/fd/1"))
+        target = Path(os.readlink(f"/proc/{task}/fd/1"))
     except FileNotFoundError:
         return None
+    return target if target.name.endswith("_log.out") and target.is_file() else None
 
 
 def _run_dir(sweep: Path, seed: int) -> Path:
