@@ -24,10 +24,10 @@ this machine ran one, bounds the reference's step from below (the reference does
 and quantizes on top): when even at that bound compiling would pay for itself within the run,
 ``auto`` compiles. A sweep on a fresh machine, whose BF16 arm runs first, thus compiles its
 first long FP4 run instead of spending it on the reference. With nothing at all measured,
-``auto`` starts on the reference (no compile) and times its first steps; the training's
-``BackendProbe`` (``train/backend_probe.py``) then switches to compiled if that pays for the
-rest of the run. The choice, its reason and any switch are printed and stored in
-``summary.json``.
+``auto`` starts on the reference (no compile) and times its first steps, then switches to
+compiled if that pays for the rest of the run. This module is the ledger and the rule; the
+run's ``AutoBackend`` (``train/auto_backend.py``) applies them: it chooses, probes, switches and
+records.
 
 The same timings, with the seconds a validation pass took, estimate a whole run for
 ``--dry-run`` and a sweep's progress lines (``train/sweep_plan.py``):

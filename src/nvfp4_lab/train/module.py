@@ -22,7 +22,6 @@ with ``tokens`` seen after the step, so curves can be drawn against tokens as in
 from __future__ import annotations
 
 import math
-import time
 
 import lightning as L
 import torch
@@ -30,7 +29,7 @@ from torch import nn
 
 from ..data import Slots
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
-from ..quant import Recipe, convert, cost, layer_stats, operand_plan, resolve
+from ..quant import Recipe, convert, layer_stats
 from ..quant.converter import find_blocks
 from ..quant.linear import QuantLinear, QuantState
 from .console import say
@@ -104,55 +103,12 @@ class LMTask(L.LightningModule):
         self.bytes_per_token = bytes_per_token
         self.model: LanguageModel | None = None
         self.report = None
-        self.backend = None
-        self.backend_reason: str | None = None   # why backend=auto chose it (CPU)
-        self.cost_key: cost.RunKey | None = None  # a CPU run's timing goes to quant.cost
-        self.probe_backend = False   # auto, nothing measured: BackendProbe times the reference
-        self.quant_specs: list = []
-        self.input_dtypes: tuple[torch.dtype, ...] = ()
+        self.backend = None          # set by the trainer's AutoBackend before configure_model
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
         self.start_step = 0  # the step this process started at: > 0 when resumed
-        self.train_started = 0.0   # perf_counter() at this process's first step
-        self.validation_seconds: list[float] = []   # each validation pass's, for quant.cost
-        self._validation_started: float | None = None
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.start_step = checkpoint["global_step"]   # a resume's or a branch's first step
-
-    def on_train_start(self) -> None:
-        self.train_started = time.perf_counter()
-
-    def on_validation_start(self) -> None:
-        if not self.trainer.sanity_checking:
-            self._validation_started = time.perf_counter()
-
-    def on_validation_end(self) -> None:
-        if self._validation_started is not None:
-            self.validation_seconds.append(time.perf_counter() - self._validation_started)
-            self._validation_started = None
-
-    def setup(self, stage: str) -> None:
-        # Resolve and self-test the backend here, not in configure_model: Lightning runs that
-        # under a torch.device context, which torch.compile cannot trace.
-        if self.backend is None:
-            specs = [o.spec for o in operand_plan(self.recipe).values() if o.spec]
-            device = self.trainer.strategy.root_device
-            name = self.recipe.backend
-            if device.type == "cpu":     # BF16 too: its timing lets --dry-run estimate it
-                self.cost_key = cost.run_key(specs, self.model_cfg, self.tokens_per_step,
-                                             torch.get_num_threads())
-                if name == "auto" and specs:
-                    choice = cost.choose(self.cost_key, self.max_steps)
-                    name, self.backend_reason = choice.backend, choice.reason
-                    self.probe_backend = choice.probe
-                    say(f"backend auto: {name} ({choice.reason})")
-            if not specs:
-                self.backend_reason = "nothing quantized: the backend computes nothing"
-            # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
-            fp32_only = str(self.trainer.precision).startswith("32")
-            self.quant_specs = specs
-            self.input_dtypes = (torch.float32,) if fp32_only else (torch.float32, torch.bfloat16)
-            self.backend = resolve(name, specs, device, self.input_dtypes)
 
     def configure_model(self) -> None:
         if self.model is not None:   # Lightning calls this again on resume and validate
@@ -166,7 +122,7 @@ class LMTask(L.LightningModule):
             say(self.report.summary())
 
     def use_backend(self, backend) -> None:
-        """Quantize with ``backend`` from the next GEMM on (``BackendProbe``: the same bits)."""
+        """Quantize with ``backend`` from the next GEMM on (``AutoBackend``: the same bits)."""
         self.backend = backend
         for module in self.model.modules():
             if isinstance(module, QuantLinear):

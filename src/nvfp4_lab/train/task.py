@@ -15,7 +15,6 @@ it and the command exits non-zero at the end.
 from __future__ import annotations
 
 import dataclasses
-import statistics
 import time
 import traceback
 from pathlib import Path
@@ -28,9 +27,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from .. import rundir
 from ..data import LMDataModule
-from ..quant import cost
 from . import branch, threads
-from .backend_probe import BackendProbe
+from .auto_backend import AutoBackend
 from .console import say
 from .job import Job
 from .machine import Machine, versions
@@ -74,7 +72,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
     if rank0:
         base.write(out)
-    wall, since, task = time.perf_counter(), time.time(), None
+    wall, since, task, auto = time.perf_counter(), time.time(), None, None
     try:
         L.seed_everything(cfg.seed, workers=True, verbose=False)
         dm = LMDataModule(data_cfg, seq_len=t.seq_len, batch_size=t.batch_size,
@@ -85,8 +83,9 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         model_cfg = job.sized_model(dm.vocab_size)
         task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
                       tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
+        auto = AutoBackend(recipe, model_cfg, tokens_per_step, max_steps)
         trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position,
-                           branch.save_steps(raw, max_steps))
+                           [auto, SaveForBranches(out, branch.save_steps(raw, max_steps))])
         ckpt = out / "checkpoints" / "last.ckpt"
         start = ckpt if state == "resume" else fork.checkpoint if fork else None
         trainer.fit(task, datamodule=dm, ckpt_path=start)
@@ -102,23 +101,24 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     except Exception as err:    # recorded, then re-raised outside a sweep
         status, error = rundir.Status.failed, f"{type(err).__name__}: {err}"
         if not multirun and tr.world_size() == 1:
-            _finish(out, base, status, error, wall, tokens_per_step, task, fork)
+            _finish(out, base, status, error, wall, tokens_per_step, task, auto, fork)
             raise
     if status != rundir.Status.done and tr.world_size() > 1:
         # every rank stops: name the first that failed (RecordRankError), not the
         # connection errors of those that lost it
         first = rundir.RankError.first(out, since) or \
             rundir.RankError(process_rank(), status, error)
-        _finish(out, base, first.status, str(first), wall, tokens_per_step, task, fork)
+        _finish(out, base, first.status, str(first), wall, tokens_per_step, task, auto,
+                fork)
         raise rundir.RankFailed(f"{first} (every rank stopped; tracebacks in {out}/errors)")
-    summary = _finish(out, base, status, error, wall, tokens_per_step, task, fork)
+    summary = _finish(out, base, status, error, wall, tokens_per_step, task, auto, fork)
     if status == rundir.Status.diverged and not multirun:
         raise NonFiniteError(error)
     return summary
 
 
 def _finish(out, base: rundir.Summary, status: rundir.Status, error, wall, tokens_per_step,
-            task, fork) -> rundir.Summary:
+            task, auto: AutoBackend | None, fork) -> rundir.Summary:
     if process_rank() != 0:
         return base
     df = rundir.merge_metrics(out, tokens_per_step, fork.prefix() if fork else None)
@@ -140,36 +140,14 @@ def _finish(out, base: rundir.Summary, status: rundir.Status, error, wall, token
         wall_seconds=round(seconds, 2),
         tokens_per_second=round(run_here * tokens_per_step / seconds, 1) if seconds else None,
         backend=getattr(task and task.report, "backend", None),
-        backend_reason=getattr(task, "backend_reason", None),
+        backend_reason=auto and auto.reason,
         finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    if status == rundir.Status.done and getattr(task, "cost_key", None) is not None:
-        _record_timing(task, df, wall, summary.backend)
+    if status == rundir.Status.done and auto is not None:
+        auto.record(df, wall, summary.backend)
     summary.write(out)
     say(f"{out}: {status.value}" + (f" ({error})" if error else "")
         + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
     return summary
-
-
-def _record_timing(task, df, wall: float, backend: str) -> None:
-    """A finished CPU run's timing, for ``backend=auto`` (``quant.cost``): its steady ms/step,
-    the median rate of the intervals this process logged after its first (which holds any
-    compiling), and its start-up, the seconds from ``wall`` to its first step plus the first
-    interval's excess over that many steady steps; and the median seconds of its validation
-    passes. A pause later in the run (a suspended process, a busy core) moves the medians
-    little and the start-up not at all."""
-    if backend not in cost.CPU_BACKENDS or "tokens_per_second" not in df:
-        return
-    logged = df[df["step"] > task.start_step].dropna(subset=["tokens_per_second"])
-    if len(logged) < 3:
-        return
-    rates = logged["tokens_per_second"]
-    ms = 1000 * task.tokens_per_step / statistics.median(rates.iloc[1:])
-    first_steps = int(logged["step"].iloc[0]) - task.start_step
-    first_s = first_steps * task.tokens_per_step / rates.iloc[0]
-    startup = task.train_started - wall + max(first_s - first_steps * ms / 1000, 0)
-    evals = statistics.median(task.validation_seconds) if task.validation_seconds else 0.0
-    cost.record(task.cost_key, backend,
-                cost.Timing(round(ms, 1), round(startup, 1), round(evals, 2)))
 
 
 def _last(df, col):
@@ -227,7 +205,7 @@ def _strategy(tr: TrainerConfig):
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
              tokens_per_step: int, multirun: bool, position: SweepPosition | None,
-             branch_steps: list[int]) -> L.Trainer:
+             run_callbacks: list[Callback]) -> L.Trainer:
     rich = wants_rich(tr.progress, position.parallel if position else 1)
     if multirun or not rich:
         quiet_lightning()
@@ -236,7 +214,7 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
     # writes last.ckpt (the callback knows only its old path, and would write last-v1.ckpt)
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,
                                  save_last=True, save_top_k=0, enable_version_counter=False),
-                 BackendProbe(), SaveForBranches(out, branch_steps), RecordRankError(out),
+                 *run_callbacks, RecordRankError(out),
                  *progress_callbacks(tr.progress, t.log_every, tokens_per_step, t.val_every,
                                     position)]
     devices, num_nodes = tr.layout()

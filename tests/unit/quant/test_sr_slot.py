@@ -108,7 +108,6 @@ def test_lightning_module_takes_the_slot_from_the_trainer(rank, world, accumulat
                                     global_step=0, is_global_zero=rank == 0,
                                     optimizers=[SimpleNamespace(param_groups=[{"lr": 0.0}])],
                                     strategy=SimpleNamespace(root_device=torch.device("cpu")))
-    task.setup("fit")
     task.configure_model()
     task.log_dict = lambda *a, **k: None
     tokens = torch.zeros(2, 16, dtype=torch.long)

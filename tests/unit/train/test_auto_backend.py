@@ -8,9 +8,10 @@ import pandas as pd
 import pytest
 from helpers.runs import fast
 
-from nvfp4_lab.quant import cost
+from nvfp4_lab.model import ModelConfig
+from nvfp4_lab.quant import cost, preset
 from nvfp4_lab.quant.compiled import compile_cache_dir
-from nvfp4_lab.train.backend_probe import PROBE, WARM
+from nvfp4_lab.train.auto_backend import PROBE, WARM, AutoBackend
 from nvfp4_lab.train.task import train
 
 pytestmark = pytest.mark.usefixtures("one_thread")
@@ -66,14 +67,11 @@ def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monk
     5 + 19 = 24 s, the pause in neither. Validations of 1, 3, 2 and (paused) 30 s: 2.5 s, their
     median."""
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
-    from types import SimpleNamespace
-
-    from nvfp4_lab.train.task import _record_timing
-
     df = pd.DataFrame({"step": [100, 110, 120, 130, 140, 150],
                        "tokens_per_second": [1.0, 500.0, 10_000, 100.0, 10_000, 10_000]})
-    key = cost.RunKey("specs", "model", 1000, 1, "2.13.0")
-    task = SimpleNamespace(start_step=100, tokens_per_step=1000, train_started=105.0,
-                           cost_key=key, validation_seconds=[1.0, 3.0, 2.0, 30.0])
-    _record_timing(task, df, wall=100.0, backend="compiled")
-    assert cost.load()[str(key)]["compiled"] == cost.Timing(100.0, 24.0, 2.5)
+    auto = AutoBackend(preset("nvfp4"), ModelConfig(), tokens_per_step=1000, max_steps=200)
+    auto.key = cost.RunKey("specs", "model", 1000, 1, "2.13.0")
+    auto.start_step, auto.train_started = 100, 105.0
+    auto.validation_seconds = [1.0, 3.0, 2.0, 30.0]
+    auto.record(df, wall=100.0, backend="compiled")
+    assert cost.load()[str(auto.key)]["compiled"] == cost.Timing(100.0, 24.0, 2.5)
