@@ -73,6 +73,7 @@ def _as_slots(c: dict[str, Any], world: int) -> None:
 # config nor here.
 ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
     "branch_from": (None, ("branch_from",)),                  # trained from step 0
+    "train.tokens_per_param": (None, ("train.tokens_per_param",)),   # length set otherwise
     "quant.four_over_six.operands": ([], ("quant.four_over_six",)),
     "quant.row_scaled": ([], ("quant.row_scaled",)),
     "quant.ms_eden": ([], ("quant.ms_eden",)),

@@ -7,6 +7,7 @@
     context       a run read against the published intervals; what --dry-run says they need
     index         results/README.md, claims.csv and the forest figure
     gaps          loss-gap curves over tokens, token multipliers (token efficiency)
+    scaling       the gap's law in tokens per parameter and size, fitted and extrapolated
     paper         the paper's reported numbers, stored in nvfp4_lab/paper/
     figures       matplotlib figures (PNG and PDF)
     report        report.md + tables + figures for a sweep (also written by the sweep callback)

@@ -50,6 +50,21 @@ class ModelConfig:
     def ffn_dim(self) -> int:
         return round(self.ffn_mult * self.d_model)
 
+    def non_embedding_params(self) -> int:
+        """A transformer's parameters less its embedding and head (``num_params()``), from its
+        shape: with H query heads, K key/value heads, hd = d_model / H, F = ffn_dim,
+
+            N = L * (D * (H + 2K) * hd  +  D^2  +  2 * F * D  +  2D)  +  D
+                     qkv                   proj    fc1 + fc2     norms    final norm
+
+        It sizes a run by tokens per parameter (``train.tokens_per_param``)."""
+        if self.pattern:
+            raise ValueError(f"model.pattern={self.pattern!r}: the parameter count from the "
+                             f"shape is a transformer's; size hybrid runs by train.max_tokens")
+        d, hd = self.d_model, self.head_dim
+        block = d * (self.n_heads + 2 * self.n_kv_heads) * hd + d * d + 2 * self.ffn_dim * d
+        return self.n_layers * (block + 2 * d) + d
+
     @property
     def mamba_inner(self) -> int:
         return self.mamba_expand * self.d_model

@@ -4,13 +4,16 @@ the package's ``conf/model/<name>.yaml``: one definition for the command line an
 Every preset is the paper's 1.2B block (paper App. A.3; docs/experiments.md, Models) scaled down:
 FFN at 3x, GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
 fits NVFP4's 16-element and MXFP4's 32-element blocks, FP8's 128-blocks, and RHT sizes up to 128).
-Non-embedding parameters (every block plus the final norm; ``Transformer.num_params()``)
-are, with H query heads, K key/value heads and hd = D / H:
-
-    N = L * (D * (H + 2K) * hd  +  D^2  +  2 * ffn_mult * D^2  +  2D)  +  D
-             qkv                   proj    fc1 + fc2               norms    final norm
+The scaling study's family ``w32``, ``w64``, ``w96`` and ``nano`` keeps nano's five blocks (so
+the paper recipe's last 20% in BF16 is one block at every size) and narrows them to multiples of
+32: NVFP4, MXFP4 and the 16-point RHT fit, FP8's 128-blocks do not. Its learning rate is nano's
+scaled as 1/width, 3e-3 * 128 / D (muP's rule for Adam's hidden weights). Non-embedding
+parameters (``ModelConfig.non_embedding_params``, the formula):
 
     preset      D     L   H  K   hd  FFN    non-embedding   + emb + head at V = 4096   lr
+    w32          32   5   2  1   16    96          46,432                    308,576   1.2e-2
+    w64          64   5   2  1   32   192         185,024                    709,312   6e-3
+    w96          96   5   2  1   48   288         415,776                  1,202,208   4e-3
     nano        128   5   4  2   32   384         738,688                  1,787,264   3e-3
     micro       256   8   4  2   64   768       4,722,944                  6,820,096   2e-3
     small       512  10   8  4   64  1536      23,603,712                 27,798,016   1.5e-3

@@ -41,9 +41,11 @@ class Job:
     def of_arm(cls, cfg: DictConfig) -> Job:
         """``cfg`` with its arm applied (``schema.apply_arm``)."""
         t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
+        model = plain(cfg.model, ModelConfig)
         tokens_per_step = t.tokens_per_step(tr.world_size())
-        max_steps = t.run_length(tokens_per_step)
-        return cls(cfg.get("arm"), recipe_of(cfg.quant), plain(cfg.model, ModelConfig),
+        max_steps = t.run_length(tokens_per_step,
+                                 model.non_embedding_params() if t.tokens_per_param else 0)
+        return cls(cfg.get("arm"), recipe_of(cfg.quant), model,
                    plain(cfg.data, DataConfig), t, tr, tokens_per_step, max_steps,
                    branch.branch_step(cfg, max_steps))
 

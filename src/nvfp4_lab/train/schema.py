@@ -135,6 +135,7 @@ class TrainConfig:
     accumulate: int = 1
     max_steps: int = 300
     max_tokens: int | None = None   # when set, the run length in tokens (wins over max_steps)
+    tokens_per_param: float | None = None   # or in tokens per non-embedding parameter
     tokens_multiplier: float = 1.0  # E03b: train this many times longer
     lr: float = 3e-3
     min_lr_ratio: float = 0.01      # the paper decays to 1% of the peak
@@ -160,15 +161,22 @@ class TrainConfig:
             raise ValueError("train.warmup must be in [0, 1) and train.decay in [0, 1]")
         if self.tokens_multiplier <= 0:
             raise ValueError(f"train.tokens_multiplier={self.tokens_multiplier} must be > 0")
+        if self.tokens_per_param is not None and not self.tokens_per_param > 0:
+            raise ValueError(f"train.tokens_per_param={self.tokens_per_param} must be > 0")
+        if self.tokens_per_param and self.max_tokens:
+            raise ValueError(f"train.tokens_per_param={self.tokens_per_param} and train."
+                             f"max_tokens={self.max_tokens} both set the run length; set one")
 
     def tokens_per_step(self, world: int) -> int:
         """The tokens of one optimizer step on ``world`` data-parallel processes."""
         return self.batch_size * self.seq_len * self.accumulate * world
 
-    def run_length(self, tokens_per_step: int) -> int:
-        """Optimizer steps of the run: ``max_tokens`` (if set) or ``max_steps``, times
+    def run_length(self, tokens_per_step: int, params: int = 0) -> int:
+        """Optimizer steps of the run: ``max_tokens``, ``tokens_per_param`` times the model's
+        non-embedding ``params`` (if either is set) or ``max_steps``; times
         ``tokens_multiplier`` (E03b trains MXFP4 1.25-1.5x longer)."""
-        steps = math.ceil(self.max_tokens / tokens_per_step) if self.max_tokens else self.max_steps
+        tokens = self.max_tokens or (self.tokens_per_param or 0) * params
+        steps = math.ceil(tokens / tokens_per_step) if tokens else self.max_steps
         return max(1, round(steps * self.tokens_multiplier))
 
 

@@ -11,6 +11,7 @@ from nvfp4_lab.model import MODEL_PRESETS, ModelConfig, Transformer, model_prese
 from nvfp4_lab.model import presets as presets_module
 
 TRANSFORMERS = [n for n, c in MODEL_PRESETS.items() if not c.pattern]
+SCALING_FAMILY = ("w32", "w64", "w96")      # nano narrowed (results/preregistration.md)
 
 
 def non_embedding_formula(c: ModelConfig) -> int:
@@ -38,10 +39,25 @@ def test_preset_param_counts_match_the_formula(name):
 
 
 @pytest.mark.parametrize("name", TRANSFORMERS)
+def test_preset_param_count_from_the_shape(name):
+    """ModelConfig's closed form against the modules' own count."""
+    cfg = model_preset(name, vocab_size=4096)
+    assert cfg.non_embedding_params() == meta_model(cfg).num_params()
+
+
+def test_param_count_from_the_shape_refuses_a_hybrid():
+    with pytest.raises(ValueError, match=r"model.pattern='M-M\*-M-'.*train.max_tokens"):
+        MODEL_PRESETS["hybrid_nano"].non_embedding_params()
+
+
+@pytest.mark.parametrize("name", TRANSFORMERS)
 def test_preset_dims_fit_every_block_size(name):
+    """Multiples of 128 (FP8's blocks, RHT up to 128); the scaling family of 32 (NVFP4, MXFP4,
+    the 16-point RHT)."""
     cfg = MODEL_PRESETS[name]
     assert cfg.name == name
-    assert cfg.d_model % 128 == 0 and cfg.ffn_dim % 128 == 0 and cfg.head_dim % 32 == 0
+    fits = 32 if name in SCALING_FAMILY else 128
+    assert cfg.d_model % fits == 0 and cfg.ffn_dim % fits == 0 and cfg.head_dim % 16 == 0
     assert cfg.n_heads == 2 * cfg.n_kv_heads  # GQA 2:1 as the paper's 1.2B
     assert cfg.ffn_mult == 3
 
@@ -57,6 +73,9 @@ def test_paper_preset_is_the_paper_card():
 
 def test_nano_and_base_sizes():
     assert non_embedding_formula(MODEL_PRESETS["nano"]) == 738_688
+    # the scaling family, by hand: 5 * (9 D^2 + 2 D) + D
+    assert [non_embedding_formula(MODEL_PRESETS[n]) for n in SCALING_FAMILY] == \
+        [5 * (9 * d * d + 2 * d) + d for d in (32, 64, 96)]
     assert non_embedding_formula(MODEL_PRESETS["base"]) == 113_271_808
 
 

@@ -19,6 +19,24 @@ def test_a_job_counts_its_tokens_and_steps(composer):
     assert {s.fmt for s in job.specs} == {"mxfp4"} and len(job.specs) == 5
 
 
+@pytest.mark.parametrize("model, tpp, steps", [
+    ("w32", 2, 46),       # 5 * (9 * 32^2 + 2 * 32) + 32 = 46,432 params; 92,864 / 2048 -> 46
+    ("nano", 40, 14428),  # 738,688 * 40 = 29,547,520 tokens / 2048 = 14,427.5 -> 14,428
+])
+def test_a_run_sized_in_tokens_per_parameter(composer, model, tpp, steps):
+    job = Job.resolve(composer([f"model={model}", f"train.tokens_per_param={tpp}"]))
+    assert job.tokens_per_step == 2048 and job.max_steps == steps
+
+
+def test_a_run_length_set_twice_is_refused(composer):
+    with pytest.raises(Exception, match="train.tokens_per_param=2.0 and train.max_tokens=5000 "
+                                        "both set the run length; set one"):
+        Job.resolve(composer(["train.tokens_per_param=2", "train.max_tokens=5000"]))
+    with pytest.raises(Exception, match="model.pattern='M-M\\*-M-'.*size hybrid runs by "
+                                        "train.max_tokens"):
+        Job.resolve(composer(["model=hybrid_nano", "train.tokens_per_param=2"]))
+
+
 def test_a_branch_trains_its_tail(composer):
     cfg = composer(["+ablation=precision_switch_v2", "arm=switch_fwd_0.82",
                     "train.max_steps=12"])

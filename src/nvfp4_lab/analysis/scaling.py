@@ -1,0 +1,350 @@
+"""Scaling of the FP4 loss gap to BF16 with model size N and tokens per parameter D/N (issue 31).
+
+Each FP4 run is paired with the BF16 run of the same size, tokens and seed:
+
+    abs_gap = L_fp4 - L_bf16,        rel_gap = abs_gap / L_bf16
+
+(positive = FP4 worse; the paper's gap_pct in ``analysis/paper.py`` is -100 rel_gap). A cell,
+one (size, D/N), is summarized by the mean gap over its seeds and its Student-t interval
+(``stats.mean_ci``). The law
+
+    gap = k (D/N)^a N^b,    i.e.    log g = log k + a log(D/N) + b log N,
+
+is fitted to the relative or the absolute gap by least squares on the logs of the cell means.
+Cells with a mean gap <= 0 have no log: they are left out and listed. One size cannot give b.
+
+Intervals on log k, a and b are percentiles of a bootstrap over seeds, drawn from a numpy
+Generator of fixed seed so that published numbers regenerate exactly: each resample draws every
+cell's seeds with replacement, recomputes the cell means and refits. A cell whose resampled mean
+is <= 0 drops out of that resample only; a resample whose cells cannot identify the 3
+parameters (fewer than 3, or one size) is skipped and counted.
+
+Which form fits better: log rel_gap = log abs_gap - log L_bf16 and both laws have 3 parameters,
+so on the cells both fits use, the one with the smaller residual RMS in log gap wins.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only; never needs a display
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from .stats import mean_ci  # noqa: E402
+
+FORMS = {"relative": "rel_gap", "absolute": "abs_gap"}
+LEVEL = 0.95
+RESAMPLES = 2000
+SEED = 31                      # the issue's number: the published intervals regenerate from it
+_KEYS = ["size", "params", "tokens", "seed"]
+
+
+@dataclass(frozen=True)
+class PaperRun:
+    """One of the paper's NVFP4 runs to extrapolate to, and its relative gap to BF16,
+    (L_nvfp4 - L_bf16) / L_bf16 (None: no BF16 comparison in the paper). ``params`` is the
+    paper's nominal size: total parameters, not the non-embedding N the fit is in."""
+
+    name: str
+    params: float
+    tokens: float
+    rel_gap: float | None
+    source: str
+
+
+PAPER_RUNS = (   # sources in nvfp4_lab/paper/ (analysis/paper.py); rel_gap = -gap_pct / 100
+    PaperRun("1.2B", 1.2e9, 1e12, 0.021, "cumulative.yaml 4_plus_sr: -2.1% validation loss "
+             "vs BF16 at 1T (Fig. 8, read off the plot)"),
+    PaperRun("8B", 8e9, 1e12, 0.015, "formats.yaml nvfp4: -1.5% training loss vs BF16 at 1T "
+             "(Fig. 6a, stated in the text)"),
+    PaperRun("12B", 12e9, 10e12, None, "no BF16 run at 12B: its -1.5% validation loss "
+             "(precision_switch.yaml nvfp4, Fig. 7) is to FP8"),
+)
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One (size, D/N) cell: N, D/N and the mean gap over its seeds."""
+
+    size: str
+    params: float
+    tpp: float
+    gap: float
+
+
+@dataclass(frozen=True)
+class Fit:
+    """gap = k (D/N)^a N^b fitted to the ``form`` gap; intervals from ``resamples`` bootstrap
+    refits (``skipped`` unusable; ``draws``: the others' log k, a, b). ``residuals``: log observed
+    - log fitted per cell of ``cells``; ``excluded``: the cells with mean gap <= 0."""
+
+    form: str
+    k: float
+    a: float
+    b: float
+    log_k_ci: tuple[float, float]
+    a_ci: tuple[float, float]
+    b_ci: tuple[float, float]
+    cells: tuple[Cell, ...]
+    n_cells: int
+    residuals: tuple[float, ...]
+    rms: float
+    excluded: tuple[Cell, ...]
+    resamples: int
+    skipped: int
+    seed: int
+    draws: np.ndarray = field(compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class FormChoice:
+    """The better-fitting form, why, and the residual RMS of both on their common cells."""
+
+    form: str
+    reason: str
+    rms_relative: float
+    rms_absolute: float
+    n_cells: int
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """The law's ``form`` gap at (params, tokens) and the bootstrap refits' interval on it."""
+
+    form: str
+    params: float
+    tokens: float
+    gap: float
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How many decades a target lies outside the fitted N and D/N, and the fitted spans."""
+
+    n_outside: float
+    tpp_outside: float
+    n_span: float
+    tpp_span: float
+
+
+def _runs_of(runs: pd.DataFrame, recipe: str) -> pd.DataFrame:
+    """The runs of ``recipe`` with a finite loss; ValueError if none, or if one repeats."""
+    mine = runs[(runs["recipe"] == recipe) & np.isfinite(runs["loss"].to_numpy(dtype=float))]
+    if mine.empty:
+        raise ValueError(f"recipe {recipe!r} has no run with a finite loss; recipes: "
+                         f"{sorted(runs['recipe'].unique())}")
+    if mine.duplicated(_KEYS).any():
+        raise ValueError(f"recipe {recipe!r} has several runs of one (size, tokens, seed)")
+    return mine[_KEYS + ["loss"]]
+
+
+def paired_gaps(runs: pd.DataFrame, recipe: str, against: str = "bf16") -> pd.DataFrame:
+    """Per-seed gaps of ``recipe`` to ``against``: one row per (size, params, tokens, tpp,
+    seed) where both have a run with a finite loss; a run without its partner is dropped.
+    Columns: those keys, loss, loss_against, abs_gap and rel_gap (positive = recipe worse)."""
+    out = _runs_of(runs, recipe).merge(_runs_of(runs, against), on=_KEYS,
+                                       suffixes=("", "_against"))
+    out["tpp"] = out["tokens"] / out["params"]
+    out["abs_gap"] = out["loss"] - out["loss_against"]
+    out["rel_gap"] = out["abs_gap"] / out["loss_against"]
+    columns = [*_KEYS[:3], "tpp", "seed", "loss", "loss_against", "abs_gap", "rel_gap"]
+    return out[columns].sort_values(["params", "tpp", "seed"]).reset_index(drop=True)
+
+
+def _groups(gaps: pd.DataFrame):
+    """The cells' rows, by params then tokens."""
+    return gaps.groupby(["params", "tokens", "size"], sort=True)
+
+
+def cell_table(gaps: pd.DataFrame, form: str, level: float = LEVEL) -> pd.DataFrame:
+    """One row per (size, D/N) cell: size, params, tokens, tpp, n, mean, lo, hi of the
+    ``form`` gap over seeds (Student-t interval; NaN bounds for one seed)."""
+    if form not in FORMS:
+        raise ValueError(f"form {form!r} unknown; one of {list(FORMS)}")
+    rows = []
+    for (params, tokens, size), cell in _groups(gaps):
+        ci = mean_ci(cell[FORMS[form]], level)
+        rows.append({"size": size, "params": params, "tokens": tokens, "tpp": tokens / params,
+                     "n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi})
+    return pd.DataFrame(rows, columns=[*_KEYS[:3], "tpp", "n", "mean", "lo", "hi"])
+
+
+def _design(params, tpp) -> np.ndarray:
+    """Rows (1, log D/N, log N): the law's regressors."""
+    return np.column_stack([np.ones(len(params)), np.log(tpp), np.log(params)])
+
+
+def _ols(x: np.ndarray, gap: np.ndarray) -> np.ndarray | None:
+    """(log k, a, b) by least squares of log gap on ``x``; None when x cannot identify them."""
+    if np.linalg.matrix_rank(x) < 3:
+        return None
+    return np.linalg.lstsq(x, np.log(gap), rcond=None)[0]
+
+
+def _point_fit(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
+    """(log k, a, b) on the cells with a positive mean, those cells and the others."""
+    used, dropped = table[table["mean"] > 0], table[~(table["mean"] > 0)]
+    sizes = list(pd.unique(used["size"]))
+    if len(sizes) < 2:
+        raise ValueError(f"b is not identifiable from {len(sizes)} model size(s) with a "
+                         f"positive mean gap {sizes}: the fit needs two or more")
+    coef = _ols(_design(used["params"], used["tpp"]), used["mean"].to_numpy())
+    if coef is None:
+        raise ValueError(f"the {len(used)} cells with a positive mean gap cannot identify "
+                         f"k, a and b: D/N must vary apart from N")
+    return coef, used, dropped
+
+
+def _bootstrap(gaps: pd.DataFrame, column: str, resamples: int, seed: int) -> np.ndarray:
+    """The usable refits' (log k, a, b), one row per resample that identifies them."""
+    rng = np.random.default_rng(seed)
+    groups = [cell[column].dropna().to_numpy() for _, cell in _groups(gaps)]
+    means = np.column_stack([v[rng.integers(0, v.size, (resamples, v.size))].mean(axis=1)
+                             for v in groups])
+    params, tokens = zip(*[(p, t) for (p, t, _), _ in _groups(gaps)])
+    x = _design(params, np.divide(tokens, params))
+    refits = [_ols(x[row > 0], row[row > 0]) for row in means]
+    return np.array([c for c in refits if c is not None]).reshape(-1, 3)
+
+
+def _interval(values: np.ndarray, level: float) -> np.ndarray:
+    """Percentile interval of ``values`` along axis 0 (NaN when empty)."""
+    if len(values) == 0:
+        return np.full((2,) + values.shape[1:], np.nan)
+    return np.percentile(values, [50 * (1 - level), 50 * (1 + level)], axis=0)
+
+
+def _cells(table: pd.DataFrame) -> tuple[Cell, ...]:
+    return tuple(Cell(r.size, float(r.params), float(r.tpp), float(r.mean))
+                 for r in table.itertuples())
+
+
+def fit(gaps: pd.DataFrame, form: str, resamples: int = RESAMPLES, seed: int = SEED,
+        level: float = LEVEL) -> Fit:
+    """The law fitted to the cell means of the ``form`` gap, with bootstrap intervals at
+    ``level`` from ``resamples`` resamples of the seeds drawn with generator ``seed``."""
+    coef, used, dropped = _point_fit(cell_table(gaps, form, level))
+    residuals = np.log(used["mean"].to_numpy()) - _design(used["params"], used["tpp"]) @ coef
+    draws = _bootstrap(gaps, FORMS[form], resamples, seed)
+    cis = [(float(lo), float(hi)) for lo, hi in _interval(draws, level).T]
+    return Fit(form, float(np.exp(coef[0])), float(coef[1]), float(coef[2]), *cis,
+               _cells(used), len(used), tuple(map(float, residuals)),
+               float(np.sqrt(np.mean(residuals ** 2))),
+               _cells(dropped), resamples, resamples - len(draws), seed, draws)
+
+
+def better_form(rel_fit: Fit, abs_fit: Fit) -> FormChoice:
+    """The form whose law leaves the smaller residual RMS in log gap on the cells both fits
+    use (see the module docstring for why that compares like with like); ties go to
+    "relative"."""
+    if (rel_fit.form, abs_fit.form) != ("relative", "absolute"):
+        raise ValueError(f"expected a relative and an absolute fit, got {rel_fit.form!r} and "
+                         f"{abs_fit.form!r}")
+    rel = {(c.size, c.tpp): r for c, r in zip(rel_fit.cells, rel_fit.residuals)}
+    ab = {(c.size, c.tpp): r for c, r in zip(abs_fit.cells, abs_fit.residuals)}
+    common = sorted(rel.keys() & ab.keys())
+    rms = {form: math.sqrt(np.mean([res[c] ** 2 for c in common]))
+           for form, res in (("relative", rel), ("absolute", ab))}
+    form = min(rms, key=rms.get)
+    other = "absolute" if form == "relative" else "relative"
+    reason = (f"On the {len(common)} cells both fits use, the {form} law leaves a residual RMS "
+              f"of {rms[form]:.3g} in log gap against {rms[other]:.3g} for the {other} one, "
+              f"with the same three parameters.")
+    return FormChoice(form, reason, rms["relative"], rms["absolute"], len(common))
+
+
+def extrapolate(fit: Fit, params: float, tokens: float, level: float = LEVEL) -> Prediction:
+    """The law's gap k (D/N)^a N^b at ``params``, ``tokens``, and the percentile interval at
+    ``level`` of the bootstrap refits' predictions there."""
+    x = _design([params], [tokens / params])[0]
+    gap = fit.k * (tokens / params) ** fit.a * params ** fit.b
+    lo, hi = np.exp(_interval(fit.draws @ x, level))
+    return Prediction(fit.form, params, tokens, gap, float(lo), float(hi))
+
+
+def _decades_outside(values, x: float) -> float:
+    """Decades from ``x`` to the range of ``values`` (0 inside it)."""
+    return max(0.0, math.log10(x / max(values)), math.log10(min(values) / x))
+
+
+def reach(fit: Fit, params: float, tokens: float) -> Reach:
+    """Decades a target (params, tokens) lies outside the fitted N and D/N, and their spans."""
+    n, tpp = [c.params for c in fit.cells], [c.tpp for c in fit.cells]
+    return Reach(_decades_outside(n, params), _decades_outside(tpp, tokens / params),
+                 math.log10(max(n) / min(n)), math.log10(max(tpp) / min(tpp)))
+
+
+def trust(fit: Fit, params: float, tokens: float) -> str:
+    """One plain sentence on how far the law's prediction at (params, tokens) can be trusted:
+    by how many decades it leaves the fitted N and D/N, against how many those span."""
+    r = reach(fit, params, tokens)
+    target = f"N = {params:.3g} at D/N = {tokens / params:.3g}"
+    if max(r.n_outside, r.tpp_outside) == 0:
+        return (f"{target} lies inside the fitted range: an interpolation, good to about the "
+                f"fit's residual RMS of {fit.rms:.2g} in log gap.")
+    where = (f"{target} lies {r.n_outside:.1f} decades beyond the fitted N and "
+             f"{r.tpp_outside:.1f} beyond the fitted D/N, which span {r.n_span:.1f} and "
+             f"{r.tpp_span:.1f} decades")
+    if r.n_outside <= r.n_span and r.tpp_outside <= r.tpp_span:
+        return (f"{where}: a short extrapolation, whose interval covers seed noise only, not "
+                f"a bend in the law beyond the data.")
+    return (f"{where}: further out than the data reach, where the law is untested and the "
+            f"interval covers seed noise only, so trust the order of magnitude at best.")
+
+
+def _tpp_axis(ax, tpp) -> None:
+    """A log x-axis of tokens per parameter, ticked at the values trained."""
+    ticks = sorted(set(tpp))
+    ax.set_xscale("log")
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("training tokens per parameter D/N")
+
+
+def _save(fig, path) -> plt.Figure:
+    """Write ``fig`` to ``path``, close it, return it (its artists stay readable)."""
+    fig.tight_layout()
+    fig.savefig(path, dpi=150)
+    plt.close(fig)
+    return fig
+
+
+def plot_gaps(gaps: pd.DataFrame, form: str, path) -> plt.Figure:
+    """The ``form`` gap against D/N (log x), one line per size: cell means with their seed
+    t intervals as error bars (label: the size) and the fitted law dashed (gid "law")."""
+    table = cell_table(gaps, form)
+    coef, _, _ = _point_fit(table)
+    fig, ax = plt.subplots(figsize=(6, 4))
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    for (params, size), cell in table.groupby(["params", "size"], sort=True):
+        err = np.nan_to_num(np.vstack([cell["mean"] - cell["lo"], cell["hi"] - cell["mean"]]))
+        bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size)
+        grid = np.geomspace(cell["tpp"].min(), cell["tpp"].max(), 50)
+        law = np.exp(_design(np.full(grid.size, params), grid) @ coef)
+        ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law")
+    _tpp_axis(ax, table["tpp"])
+    ax.set_ylabel({"relative": "(L_FP4 - L_BF16) / L_BF16", "absolute": "L_FP4 - L_BF16"}[form])
+    ax.set_title(f"{form} gap; dashed: k (D/N)^a N^b, a = {coef[1]:.3g}, b = {coef[2]:.3g}")
+    ax.legend(title="model size (bars: 95% t over seeds)", frameon=False, fontsize=8)
+    return _save(fig, path)
+
+
+def plot_residuals(fit: Fit, path) -> plt.Figure:
+    """Each used cell's residual, log observed - log fitted, against D/N (log x), one marker
+    series per size (label: the size)."""
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.axhline(0.0, color="0.6", lw=0.8)
+    for size in dict.fromkeys(c.size for c in sorted(fit.cells, key=lambda c: c.params)):
+        mine = [(c.tpp, r) for c, r in zip(fit.cells, fit.residuals) if c.size == size]
+        ax.plot(*zip(*mine), "o", ms=4, label=size)
+    _tpp_axis(ax, [c.tpp for c in fit.cells])
+    ax.set_ylabel("log observed - log fitted gap")
+    ax.set_title(f"{fit.form} law residuals, RMS {fit.rms:.3g}")
+    ax.legend(title="model size", frameon=False, fontsize=8)
+    return _save(fig, path)

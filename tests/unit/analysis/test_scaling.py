@@ -1,0 +1,248 @@
+"""analysis.scaling on synthetic runs drawn from a known law: gap = K (D/N)^A N^B per cell, times
+log-normal seed noise, on top of a BF16 loss that is a known function of N and D."""
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from nvfp4_lab.analysis.paper import load_paper
+from nvfp4_lab.analysis.scaling import (
+    PAPER_RUNS,
+    better_form,
+    cell_table,
+    extrapolate,
+    fit,
+    paired_gaps,
+    plot_gaps,
+    plot_residuals,
+    reach,
+    trust,
+)
+
+SIZES = {"s100k": 1e5, "s300k": 3e5, "s800k": 8e5, "s2m": 2e6}
+TPP = (2, 5, 10, 20, 40)
+K, A, B = 0.5, 0.3, -0.2
+
+
+def bf16_loss(params, tokens):
+    """A Chinchilla-like loss from 2.0 to 11.5 over the grid: its log is far from linear in
+    log N and log D (least-squares residual RMS 0.10), so a relative and an absolute power law
+    in the gap cannot both fit."""
+    return 1.5 + 8.0 * (params / 1e5) ** -1.0 + 2.0 * (tokens / 2e5) ** -0.5
+
+
+def make_runs(sigma=0.1, seeds=3, form="relative", sizes=SIZES, tpps=TPP, data_seed=0):
+    """BF16 and NVFP4 runs; the ``form`` gap of each seed is K (D/N)^A N^B exp(sigma z)."""
+    rng = np.random.default_rng(data_seed)
+    rows = []
+    for size, n in sizes.items():
+        for tpp in tpps:
+            tokens = int(tpp * n)
+            ref = bf16_loss(n, tokens)
+            for seed in range(seeds):
+                gap = K * tpp ** A * n ** B * math.exp(sigma * rng.standard_normal())
+                fp4 = ref * (1 + gap) if form == "relative" else ref + gap
+                rows += [{"size": size, "params": int(n), "tokens": tokens, "recipe": r,
+                          "seed": seed, "loss": loss} for r, loss in (("bf16", ref),
+                                                                      ("nvfp4", fp4))]
+    return pd.DataFrame(rows)
+
+
+def hand_cell_means(runs, form):
+    """Cell means of the gap computed straight from the runs, keyed (size, tpp)."""
+    wide = runs.pivot_table(index=["size", "params", "tokens", "seed"], columns="recipe",
+                            values="loss").reset_index()
+    gap = wide["nvfp4"] - wide["bf16"]
+    wide["g"] = gap / wide["bf16"] if form == "relative" else gap
+    wide["tpp"] = wide["tokens"] / wide["params"]
+    return wide.groupby(["size", "params", "tpp"])["g"].mean()
+
+
+def lstsq_law(means):
+    """(log k, a, b) by numpy's least squares on the logs of the cell means."""
+    params = means.index.get_level_values("params").to_numpy(dtype=float)
+    tpp = means.index.get_level_values("tpp").to_numpy(dtype=float)
+    x = np.column_stack([np.ones(len(means)), np.log(tpp), np.log(params)])
+    return np.linalg.lstsq(x, np.log(means.to_numpy()), rcond=None)[0]
+
+
+def test_paired_gaps_pairs_by_size_tokens_and_seed_and_drops_the_unpaired():
+    runs = pd.DataFrame([
+        ("a", 100, 1000, "bf16", 0, 2.0), ("a", 100, 1000, "nvfp4", 0, 2.1),
+        ("a", 100, 1000, "bf16", 1, 4.0), ("a", 100, 1000, "nvfp4", 1, 4.2),
+        ("a", 100, 2000, "nvfp4", 0, 1.9),                 # no BF16 at 2000 tokens
+        ("b", 300, 1000, "bf16", 0, 3.0),                  # no NVFP4 partner
+        ("a", 100, 1000, "mxfp4", 0, 9.0),                 # another recipe
+    ], columns=["size", "params", "tokens", "recipe", "seed", "loss"])
+    gaps = paired_gaps(runs, "nvfp4")
+    assert list(gaps["seed"]) == [0, 1] and set(gaps["size"]) == {"a"}
+    assert gaps["tpp"].tolist() == [10.0, 10.0]
+    assert gaps["abs_gap"].tolist() == pytest.approx([0.1, 0.2], abs=1e-12)
+    assert gaps["rel_gap"].tolist() == pytest.approx([0.05, 0.05], abs=1e-12)
+    with pytest.raises(ValueError, match="fp8"):
+        paired_gaps(runs, "fp8")
+    with pytest.raises(ValueError, match="several runs"):
+        paired_gaps(pd.concat([runs, runs.iloc[:1]]), "nvfp4")
+    with pytest.raises(ValueError, match="relative"):
+        cell_table(gaps, "log")
+
+
+def test_cell_table_is_the_mean_and_student_t_interval_over_seeds():
+    runs = make_runs(sizes={"s100k": 1e5}, tpps=(10,))
+    g = hand_cell_means(runs, "absolute")
+    wide = runs.pivot_table(index="seed", columns="recipe", values="loss")
+    x = (wide["nvfp4"] - wide["bf16"]).to_numpy()
+    half = stats.t.ppf(0.975, 2) * x.std(ddof=1) / math.sqrt(3)
+    row = cell_table(paired_gaps(runs, "nvfp4"), "absolute").iloc[0]
+    assert (row["n"], row["tpp"]) == (3, 10.0)
+    assert row["mean"] == pytest.approx(g.iloc[0], rel=1e-12)
+    assert (row["lo"], row["hi"]) == pytest.approx((x.mean() - half, x.mean() + half), rel=1e-9)
+
+
+def test_without_noise_the_fit_is_exact():
+    res = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=50)
+    assert (res.k, res.a, res.b) == pytest.approx((K, A, B), rel=1e-9, abs=1e-9)
+    assert res.rms < 1e-9 and res.n_cells == 20 and res.excluded == ()
+    assert res.a_ci == pytest.approx((A, A), abs=1e-9)
+
+
+def test_noisy_fit_is_numpys_least_squares_on_the_cell_means():
+    runs = make_runs(sigma=0.1)
+    res = fit(paired_gaps(runs, "nvfp4"), "relative", resamples=100)
+    log_k, a, b = lstsq_law(hand_cell_means(runs, "relative"))
+    assert (math.log(res.k), res.a, res.b) == pytest.approx((log_k, a, b), abs=1e-10)
+    assert res.skipped == 0 and res.draws.shape == (100, 3)
+
+
+def test_bootstrap_intervals_cover_the_true_law_and_are_not_absurdly_wide():
+    # 40 data sets from the law. With 3 seeds a cell's resampled mean has (n - 1) / n of the
+    # variance of its mean, so the 95% percentile interval covers about 82% (not 95%); below
+    # 65% of 40 (2.8 binomial sd under 82%) the intervals are too narrow.
+    fits = [fit(paired_gaps(make_runs(sigma=0.1, data_seed=s), "nvfp4"), "relative",
+                resamples=200) for s in range(40)]
+    for truth, est, ci in ((A, [f.a for f in fits], [f.a_ci for f in fits]),
+                           (B, [f.b for f in fits], [f.b_ci for f in fits]),
+                           (math.log(K), [math.log(f.k) for f in fits],
+                            [f.log_k_ci for f in fits])):
+        assert np.mean([lo < truth < hi for lo, hi in ci]) >= 0.65
+        half = np.mean([hi - lo for lo, hi in ci]) / 2
+        assert half < 3 * np.std(est)         # ~1.6 sd expected: 1.96 sqrt(2/3)
+    assert abs(np.mean([f.a for f in fits]) - A) < 3 * np.std([f.a for f in fits]) / math.sqrt(40)
+
+
+def test_cells_with_mean_gap_not_above_zero_are_excluded_and_reported():
+    runs = make_runs(sigma=0.0, form="absolute")
+    cell = (runs["size"] == "s300k") & (runs["tokens"] == 5 * 300_000) & (runs["recipe"] == "nvfp4")
+    bf16 = bf16_loss(3e5, 1_500_000)
+    runs.loc[cell, "loss"] = bf16 + np.array([0.01, -0.03, 0.005])   # mean gap -0.005
+    res = fit(paired_gaps(runs, "nvfp4"), "absolute", resamples=50)
+    assert [(c.size, c.tpp) for c in res.excluded] == [("s300k", 5.0)]
+    assert res.excluded[0].gap == pytest.approx(-0.005, abs=1e-9)
+    assert res.n_cells == 19 and ("s300k", 5.0) not in {(c.size, c.tpp) for c in res.cells}
+    assert (res.k, res.a, res.b) == pytest.approx((K, A, B), rel=1e-9, abs=1e-9)
+
+
+def test_a_single_size_raises_one_line():
+    with pytest.raises(ValueError, match="b is not identifiable") as err:
+        fit(paired_gaps(make_runs(sizes={"s1m": 1e6}), "nvfp4"), "relative", resamples=10)
+    assert "\n" not in str(err.value)
+
+
+def test_resamples_without_enough_usable_cells_are_skipped_and_counted():
+    # 2 sizes x 2 tpp; two cells have seed gaps (+3, -1) e-2: a resample drops one of them
+    # when both draws are -1 (p = 1/4), and is left with 2 < 3 cells when both drop (1/16).
+    runs = make_runs(sigma=0.0, form="absolute", sizes={"a": 1e5, "b": 1e6}, tpps=(2, 20),
+                     seeds=2)
+    for size, n in (("a", 1e5), ("b", 1e6)):
+        cell = (runs["size"] == size) & (runs["tokens"] == int(2 * n)) & (runs["recipe"] == "nvfp4")
+        runs.loc[cell, "loss"] = bf16_loss(n, int(2 * n)) + np.array([0.03, -0.01])
+    res = fit(paired_gaps(runs, "nvfp4"), "absolute", resamples=4000)
+    assert abs(res.skipped - 4000 / 16) < 5 * math.sqrt(4000 / 16 * 15 / 16)
+    assert res.draws.shape == (4000 - res.skipped, 3)
+
+
+def test_bootstrap_is_reproducible_and_follows_the_generator_seed():
+    gaps = paired_gaps(make_runs(), "nvfp4")
+    one, two = fit(gaps, "relative", resamples=200), fit(gaps, "relative", resamples=200)
+    other = fit(gaps, "relative", resamples=200, seed=7)
+    assert np.array_equal(one.draws, two.draws) and one == two
+    assert one.a_ci != other.a_ci and one.b_ci != other.b_ci
+    assert (one.a, one.b) == (other.a, other.b)
+
+
+@pytest.mark.parametrize("form", ["relative", "absolute"])
+def test_better_form_picks_the_generating_law(form):
+    gaps = paired_gaps(make_runs(sigma=0.05, form=form), "nvfp4")
+    rel, ab = fit(gaps, "relative", resamples=20), fit(gaps, "absolute", resamples=20)
+    choice = better_form(rel, ab)
+    assert choice.form == form and choice.n_cells == 20
+    assert choice.rms_relative == pytest.approx(math.sqrt(np.mean(np.square(rel.residuals))))
+    assert f"the {form} law" in choice.reason and choice.reason.endswith(".")
+
+
+def test_extrapolate_is_the_law_by_hand_inside_its_bootstrap_interval():
+    res = fit(paired_gaps(make_runs(), "nvfp4"), "relative", resamples=300)
+    pred = extrapolate(res, 8e9, 1e12)
+    assert pred.gap == pytest.approx(res.k * (1e12 / 8e9) ** res.a * 8e9 ** res.b, rel=1e-12)
+    assert pred.lo < pred.gap < pred.hi
+    exact = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=10)
+    assert extrapolate(exact, 1.2e9, 1e12).gap == pytest.approx(
+        K * (1e12 / 1.2e9) ** A * 1.2e9 ** B, rel=1e-8)
+
+
+def test_reach_counts_decades_outside_the_fitted_range():
+    res = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=10)
+    far = reach(res, 1.2e9, 1e12)             # N 1e5..2e6, D/N 2..40 fitted
+    assert far.n_outside == pytest.approx(math.log10(1.2e9 / 2e6))
+    assert far.tpp_outside == pytest.approx(math.log10(1e12 / 1.2e9 / 40))
+    assert (far.n_span, far.tpp_span) == pytest.approx((math.log10(20), math.log10(20)))
+    assert "2.8 decades" in trust(res, 1.2e9, 1e12) and "order of magnitude" in trust(
+        res, 1.2e9, 1e12)
+    assert reach(res, 5e4, 5e4 * 10).n_outside == pytest.approx(math.log10(2))
+    assert "interpolation" in trust(res, 5e5, 5e6)
+    assert "short extrapolation" in trust(res, 1e7, 1e8)
+
+
+def test_paper_runs_carry_the_papers_relative_gaps_to_bf16():
+    runs = {r.name: r for r in PAPER_RUNS}
+    assert [(r.params, r.tokens) for r in PAPER_RUNS] == [(1.2e9, 1e12), (8e9, 1e12),
+                                                         (12e9, 10e12)]
+    # the paper's gap_pct = (ref - exp) / ref * 100 is -100 x our rel_gap
+    assert runs["8B"].rel_gap == pytest.approx(-load_paper("formats").values["nvfp4"] / 100)
+    assert runs["1.2B"].rel_gap == pytest.approx(
+        -load_paper("cumulative").values["4_plus_sr"] / 100)
+    assert runs["12B"].rel_gap is None
+
+
+def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
+    runs = make_runs(sigma=0.0)
+    fig = plot_gaps(paired_gaps(runs, "nvfp4"), "relative", tmp_path / "gaps.png")
+    means = hand_cell_means(runs, "relative")
+    bars = fig.axes[0].containers
+    assert [b.get_label() for b in bars] == list(SIZES)
+    for bar in bars:
+        mine = means.xs(bar.get_label(), level="size")
+        assert bar.lines[0].get_xdata() == pytest.approx(mine.index.get_level_values("tpp"))
+        assert bar.lines[0].get_ydata() == pytest.approx(mine.to_numpy(), rel=1e-12)
+    laws = [line for line in fig.axes[0].get_lines() if line.get_gid() == "law"]
+    for line, n in zip(laws, SIZES.values()):
+        x = np.asarray(line.get_xdata())
+        assert line.get_ydata() == pytest.approx(K * x ** A * n ** B, rel=1e-9)
+    assert len(laws) == 4 and (tmp_path / "gaps.png").stat().st_size > 0
+
+
+def test_residual_figure_draws_log_observed_minus_lstsq_fitted(tmp_path):
+    runs = make_runs(sigma=0.1)
+    res = fit(paired_gaps(runs, "nvfp4"), "absolute", resamples=10)
+    means = hand_cell_means(runs, "absolute")
+    log_k, a, b = lstsq_law(means)
+    fig = plot_residuals(res, tmp_path / "res.png")
+    lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
+    for size, n in SIZES.items():
+        mine = means.xs(size, level="size")
+        tpp = mine.index.get_level_values("tpp").to_numpy()
+        want = np.log(mine.to_numpy()) - (log_k + a * np.log(tpp) + b * math.log(n))
+        assert lines[size].get_xdata() == pytest.approx(tpp)
+        assert lines[size].get_ydata() == pytest.approx(want, abs=1e-10)
