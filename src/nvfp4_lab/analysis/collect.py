@@ -9,7 +9,8 @@ mix of run dirs, sweep dirs and globs into three tables:
     runs     one row per run: run, label, seed, status, recipe, the swept axes, final and
              best losses, tail_train_loss (the paper's metric: train loss averaged over the
              logged steps of the run's last TAIL of steps), tokens, decay_start (tokens where
-             the WSD decay begins), device (the machine, as the run recorded it)
+             the WSD decay begins), device (the machine, as the run recorded it), params
+             (a transformer's non-embedding parameters, from its config's shape)
     curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
              val_loss, val_bpb, lr
     layers   per-layer quantization error by depth when the runs logged statistics
@@ -32,6 +33,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
+from ..model.config import ModelConfig
 from ..quant.operands import LayerMetric
 from ..rundir import CURVE_COLUMNS, read_metrics
 
@@ -186,6 +188,16 @@ def _label(row: pd.Series, axes: list[str]) -> str:
     return ", ".join(f"{a}={v}" for a, v in zip(short, values))
 
 
+def _params(config: dict) -> int | None:
+    """A transformer run's non-embedding parameters (``ModelConfig.non_embedding_params``);
+    None for a hybrid or a config without a whole model."""
+    shape = {k.split(".", 1)[1]: v for k, v in config.items() if k.startswith("model.")}
+    try:
+        return ModelConfig(**shape).non_embedding_params()
+    except (TypeError, ValueError):
+        return None
+
+
 def _layer_table(run_id: str, metrics: pd.DataFrame) -> pd.DataFrame:
     """Per-layer statistic columns (``blocks.3.mlp.fc1/wgrad/rel_err``) as tidy rows."""
     rows = []
@@ -225,7 +237,7 @@ def collect(paths: list[str | Path]) -> Collection:
                      "recipe": summary.get("quant", config.get("quant.name")),
                      "decay_start": _decay_start(summary, config),
                      "tail_train_loss": tail_train_loss(metrics, summary.get("max_steps")),
-                     "device": summary.get("device"),
+                     "device": summary.get("device"), "params": _params(config),
                      **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
                                                     "final_val_bpb", "final_train_loss",
                                                     "tokens", "steps", "wall_seconds",
@@ -259,8 +271,8 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     skipped["label"] = [_label(pd.Series(c), axes) if c else None for c in configs]
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
             "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
-            "steps", "decay_start", "device", "wall_seconds", "tokens_per_second", "backend",
-            "model", "data.tokenizer", "name", "path"]
+            "steps", "decay_start", "device", "params", "wall_seconds", "tokens_per_second",
+            "backend", "model", "data.tokenizer", "name", "path"]
     runs = _launch_order(runs.reindex(columns=list(dict.fromkeys(keep))))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")

@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import figures
+from . import figures, scaling_report
 from . import verdicts as v
 from .collect import Collection, collect, loss_unit
 from .context import context_md, shipped
@@ -70,6 +70,10 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
                          + _skipped_text(coll))
     ablation = ablation or _ablation_name(coll)
     paper = load_paper(ablation) if ablation else None
+    if scaling_report.is_study(coll.runs):
+        parts = scaling_report.section(coll.runs, out)
+        return _write(out, [_header(coll, ablation, None, "bf16", out, recipes=False),
+                            *(p if isinstance(p, str) else md_table(p) for p in parts)], coll)
     base = choose_baseline(coll.labels, baseline, paper)
     colours = figures.palette(coll.labels)
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -136,8 +140,12 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
         if beside:
             sections.append(beside)
     sections.append(_figures_md(names, pdf))
+    return _write(out, sections, coll)
+
+
+def _write(out: Path, sections: list[str], coll: Collection) -> Path:
     if len(coll.skipped):
-        sections.append("## Skipped runs\n\n" + _md_table(coll.skipped))
+        sections.append("## Skipped runs\n\n" + md_table(coll.skipped))
     (out / "report.md").write_text("\n\n".join(sections) + "\n")
     return out / "report.md"
 
@@ -193,7 +201,8 @@ def scale_text(runs: pd.DataFrame) -> str:
     return f"{models}, {span} tokens, {seeds} seed{'' if seeds == 1 else 's'}"
 
 
-def _header(coll: Collection, ablation, paper, base: str, out: Path) -> str:
+def _header(coll: Collection, ablation, paper, base: str, out: Path,
+            recipes: bool = True) -> str:
     status = coll.runs["status"].value_counts()
     lines = [f"# {ablation or 'comparison'}" + (f": paper {paper.experiment}, {paper.figure}"
                                                  if paper else ""),
@@ -205,7 +214,7 @@ def _header(coll: Collection, ablation, paper, base: str, out: Path) -> str:
              f"Recipes, by `{figures.axis_title(coll.axes)}`: "
              + ", ".join(f"`{lb}`" for lb in coll.labels) + f"; baseline `{base}`. "
              f"Scale: {scale_text(coll.runs)}."]
-    return "\n".join(lines)
+    return "\n".join(lines if recipes else lines[:-2])
 
 
 def _fmt(x, digits=4) -> str:
@@ -287,7 +296,7 @@ def _multiplier_md(eff: pd.DataFrame, reference: str) -> str:
         rows.append({"recipe": f"`{r.label}`", "seeds": r.n_seeds, **budgets,
                      f"tokens to reach `{reference}` (× its tokens)": value,
                      "95% interval": spread, "status": r.status})
-    return _md_table(pd.DataFrame(rows)) + (
+    return md_table(pd.DataFrame(rows)) + (
         "\n\n≤: the smallest budget already reached the target, so the value bounds the "
         "multiplier from above." if eff["upper_bound"].any() else "")
 
@@ -326,7 +335,7 @@ def _layer_type_md(table: pd.DataFrame) -> str:
     return ("## Quantization error by layer type\n\nRelative error ||Q(x) - x|| / ||x|| of "
             "each quantized operand (and of the weight gradient, `wgrad`), the mean over "
             "statistics steps, blocks and seeds, by the layer's place in its block "
-            "(`tables/layer_type_error.csv`).\n\n" + _md_table(table))
+            "(`tables/layer_type_error.csv`).\n\n" + md_table(table))
 
 
 def _noise_md(noise: pd.DataFrame) -> str:
@@ -356,7 +365,8 @@ def _figures_md(names: list[str], pdf: bool) -> str:
         + (f" ([PDF](figures/{n}.pdf))" if pdf else "") for n in names)
 
 
-def _md_table(df: pd.DataFrame) -> str:
+def md_table(df: pd.DataFrame) -> str:
+    """``df`` as a markdown table, floats to 4 decimals."""
     cols = list(df.columns)
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for row in df.itertuples(index=False):

@@ -319,7 +319,7 @@ def _tpp_axis(ax, tpp) -> None:
     """A log x-axis of tokens per parameter, ticked at the values trained."""
     ticks = sorted(set(tpp))
     ax.set_xscale("log")
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+    ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("training tokens per parameter D/N")
 

@@ -1,0 +1,133 @@
+"""The report of a scaling study: runs that differ in tokens per parameter and model size
+(``+ablation=scaling``; results/preregistration.md, Scaling study), read as the FP4 gap's law.
+
+For NVFP4 and MXFP4 against BF16, and MXFP4 against NVFP4, on the cells whose seeds are all in
+(a cell with fewer is still running, not a smaller sample): the cells' gaps with their seed
+intervals, the law fitted to the relative and to the absolute gap (``scaling.fit``), the form
+that fits better, and the better form extrapolated to the paper's runs beside what the paper
+reports. Tables go to ``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the
+section comes back as paragraphs and tables, which ``report`` renders.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+
+from . import scaling
+
+COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
+
+
+def is_study(runs: pd.DataFrame) -> bool:
+    """Whether ``runs`` (collect's table) span several sizes and several tokens per parameter."""
+    sized = runs.dropna(subset=["params", "tokens"])
+    return sized["params"].nunique() > 1 and \
+        (sized["tokens"] / sized["params"]).round(1).nunique() > 1
+
+
+def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
+    """The finished runs as ``scaling.paired_gaps`` reads them: size, params, tokens, recipe,
+    seed, loss (the final validation loss)."""
+    done = runs[(runs["status"] == "done")].dropna(subset=["params", "final_val_loss"])
+    return pd.DataFrame({"size": done["model"], "params": done["params"].astype(int),
+                         "tokens": done["tokens"].astype(int), "recipe": done["recipe"],
+                         "seed": done["seed"], "loss": done["final_val_loss"]})
+
+
+def complete_cells(gaps: pd.DataFrame) -> pd.DataFrame:
+    """The gaps of the cells that have as many paired seeds as the fullest cell."""
+    n = gaps.groupby(["params", "tokens"])["seed"].transform("nunique")
+    return gaps[n == n.max()]
+
+
+Part = str | pd.DataFrame          # a paragraph, or a table to render
+
+
+def section(runs: pd.DataFrame, out: Path) -> list[Part]:
+    """The report's scaling section; writes its tables and figures under ``out``."""
+    study = study_runs(runs)
+    recipes = set(study["recipe"])
+    parts: list[Part] = ["## Scaling: the gap against tokens per parameter and model size",
+                         _state(runs, study)]
+    for recipe, against in COMPARISONS:
+        if {recipe, against} <= recipes:
+            parts += _comparison(study, recipe, against, out)
+    return parts
+
+
+def _state(runs: pd.DataFrame, study: pd.DataFrame) -> str:
+    pending = int((runs["status"] != "done").sum())
+    sizes = ", ".join(f"{s} ({n:,})" for s, n in
+                      study.groupby("size")["params"].first().sort_values().items())
+    return (f"{len(study)} runs finished, {pending} running or pending (not estimated). Sizes "
+            f"(non-embedding parameters N): {sizes}. Gaps are per seed, paired with the "
+            f"baseline run of the same size, tokens and seed; relative = (L - L_base) / L_base, "
+            f"positive = worse than the baseline. Only cells whose seeds are all finished enter.")
+
+
+def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> list[Part]:
+    name = f"{recipe}_vs_{against}"
+    gaps = complete_cells(scaling.paired_gaps(study, recipe, against))
+    head = f"### `{recipe}` against `{against}`"
+    if gaps.empty:
+        return [head, "No cell has both yet."]
+    cells = _cells_table(gaps)
+    (out / "tables").mkdir(parents=True, exist_ok=True)
+    cells.to_csv(out / "tables" / f"scaling_{name}_cells.csv", index=False)
+    parts: list[Part] = [head, cells]
+    try:
+        fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}
+    except ValueError as err:
+        return [*parts, f"No law fitted yet: {err}."]
+    (out / "figures").mkdir(parents=True, exist_ok=True)
+    for form in scaling.FORMS:
+        scaling.plot_gaps(gaps, form, out / "figures" / f"scaling_{name}_{form}.png")
+    choice = scaling.better_form(fits["relative"], fits["absolute"])
+    best = fits[choice.form]
+    scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png")
+    table = pd.DataFrame([_fit_row(f) for f in fits.values()])
+    table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
+    return [*parts, table, choice.reason, *_extrapolation(fits, recipe, against),
+            *(f"![{name} {form}](figures/scaling_{name}_{form}.png)"
+              for form in [*scaling.FORMS, "residuals"])]
+
+
+def _cells_table(gaps: pd.DataFrame) -> pd.DataFrame:
+    rel, ab = (scaling.cell_table(gaps, form) for form in ("relative", "absolute"))
+    return pd.DataFrame({"size": rel["size"], "N": rel["params"], "D/N": rel["tpp"].round(2),
+                         "seeds": rel["n"], "relative gap %": _ci(rel, 100, 3),
+                         "absolute gap (nats)": _ci(ab, 1, 4)})
+
+
+def _ci(table: pd.DataFrame, scale: float, digits: int) -> list[str]:
+    return [f"{m * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]"
+            for m, lo, hi in zip(table["mean"], table["lo"], table["hi"])]
+
+
+def _fit_row(f: scaling.Fit) -> dict:
+    excluded = ", ".join(f"{c.size} at {c.tpp:.3g}" for c in f.excluded) or "none"
+    return {"form": f.form, "k": f"{f.k:.3g}", "a (D/N)": f"{f.a:+.3f} [{f.a_ci[0]:+.3f}, "
+            f"{f.a_ci[1]:+.3f}]", "b (N)": f"{f.b:+.3f} [{f.b_ci[0]:+.3f}, {f.b_ci[1]:+.3f}]",
+            "residual RMS (log)": f"{f.rms:.3f}", "cells": f.n_cells,
+            "excluded (gap <= 0)": excluded}
+
+
+def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> list[Part]:
+    """Both laws at the paper's runs, and the paper's own relative gap where it reports this
+    comparison; how far each lies beyond the data (the cells are the relative law's)."""
+    reported = (recipe, against) == ("nvfp4", "bf16")
+    rows = []
+    for run in scaling.PAPER_RUNS:
+        rel, ab = (scaling.extrapolate(fits[f], run.params, run.tokens) for f in scaling.FORMS)
+        paper = f"{run.rel_gap * 100:+.1f}%" if reported and run.rel_gap is not None else "—"
+        rows.append({"paper run": run.name, "N": f"{run.params:.3g}", "D": f"{run.tokens:.3g}",
+                     "D/N": f"{run.tokens / run.params:,.0f}",
+                     "relative law": f"{rel.gap * 100:+.3g}% [{rel.lo * 100:.3g}, "
+                                     f"{rel.hi * 100:.3g}]",
+                     "paper": paper,
+                     "absolute law (nats)": f"{ab.gap:+.3g} [{ab.lo:.3g}, {ab.hi:.3g}]",
+                     "how far": scaling.trust(fits["relative"], run.params, run.tokens)})
+    return ["The laws at the paper's runs (N: the paper's nominal total parameters; their "
+            "non-embedding counts are at most 0.2 decades lower, model/presets.py):",
+            pd.DataFrame(rows)]

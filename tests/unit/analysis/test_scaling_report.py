@@ -1,0 +1,102 @@
+"""A scaling study's report, from synthetic run directories whose every loss is known: the cells
+it tabulates, the cells it leaves out, and the paper's numbers it sets beside the law."""
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from nvfp4_lab.analysis import collect
+from nvfp4_lab.analysis.report import write_report
+from nvfp4_lab.analysis.scaling_report import is_study
+
+# name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
+SIZES = {"w32": (32, 46_432), "w64": (64, 185_024)}
+STEPS = {("w32", 2): 93, ("w32", 5): 232, ("w32", 10): 464, ("w64", 2): 370,
+         ("w64", 5): 925, ("w64", 10): 1850,
+         ("w64", 20): 3700}                     # the last cell: seed 2 of nvfp4 still running
+BF16 = {0: 2.50, 1: 2.52, 2: 2.49}             # at D/N 2; lower the longer a run trains
+REL = {0: 0.010, 1: 0.014, 2: 0.012}            # nvfp4's relative gap per seed, at w32, D/N 2
+
+
+def _gap(size: str, tpp: int, seed: int) -> float:
+    """Grows with D/N, shrinks with size; a seed-to-seed spread on top."""
+    return REL[seed] * (tpp / 2) ** 0.3 * (1.0 if size == "w32" else 0.7)
+
+
+def _bf16(tpp: int, seed: int) -> float:
+    return BF16[seed] - 0.2 * math.log(tpp / 2)
+
+
+def _study(make):
+    for (size, tpp), steps in STEPS.items():
+        d, _ = SIZES[size]
+        for seed in (0, 1, 2):
+            for quant in ("bf16", "nvfp4"):
+                loss = _bf16(tpp, seed) * (1 + _gap(size, tpp, seed) * (quant == "nvfp4"))
+                running = (size, tpp, seed, quant) == ("w64", 20, 2, "nvfp4")
+                run = make(f"{size}_{tpp}_{quant}_{seed}", quant=quant, seed=seed,
+                               steps=[steps], val_loss=[loss], name="scaling",
+                               status="running" if running else "done",
+                               config={"model.name": size, "model.d_model": d,
+                                       "model.n_heads": 2, "model.n_kv_heads": 1,
+                                       "train.tokens_per_param": tpp})
+                summary = json.loads((run / "summary.json").read_text())
+                (run / "summary.json").write_text(json.dumps({**summary, "model": size}))
+    return run.parent
+
+
+@pytest.fixture
+def study(runs_factory):
+    return _study(runs_factory)
+
+
+def test_a_study_is_runs_over_sizes_and_budgets(study, runs_factory):
+    assert is_study(collect([study]).runs)
+    one = [runs_factory(f"a{q}{s}", quant=q, seed=s, val_loss=[3.0, 2.9, 2.8, 2.7])
+           for s in (0, 1) for q in ("bf16", "nvfp4")]
+    assert not is_study(collect(one).runs)
+
+
+def test_the_report_tabulates_the_complete_cells(study):
+    report = write_report([study]).read_text()
+    assert "## Scaling: the gap against tokens per parameter and model size" in report
+    assert "1 running or pending" in report
+    cells = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
+    # the running seed leaves (w64, D/N 20) out; the other six cells, each mean by hand
+    got = {(r["size"], round(r["D/N"])): r for r in cells.to_dict("records")}
+    assert sorted(got) == [("w32", 2), ("w32", 5), ("w32", 10), ("w64", 2), ("w64", 5),
+                           ("w64", 10)]
+    per_step = 1000                                   # the synthetic runs' tokens per step
+    for (size, tpp), row in got.items():
+        assert row["N"] == SIZES[size][1] and row["seeds"] == 3
+        assert row["D/N"] == round(STEPS[size, tpp] * per_step / SIZES[size][1], 2)
+        mean = 100 * sum(_gap(size, tpp, s) for s in (0, 1, 2)) / 3
+        assert row["relative gap %"].startswith(f"{mean:+.3f} [")
+        absolute = sum(_bf16(tpp, s) * _gap(size, tpp, s) for s in (0, 1, 2)) / 3
+        assert row["absolute gap (nats)"].startswith(f"{absolute:+.4f} [")
+
+
+def test_the_law_and_the_paper_beside_it(study):
+    report = write_report([study]).read_text()
+    fit = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv")
+    assert list(fit["form"]) == ["relative", "absolute"] and set(fit["cells"]) == {6}
+    # the synthetic relative gap is exactly 0.012 (D/N / 2)^0.3 0.7^[w64] on the mean seed:
+    # the relative law comes back with a = 0.3, b = log 0.7 / log 4 and no residual; the
+    # absolute one, times a BF16 loss that falls with D/N, bends away from a power
+    rel = fit.set_index("form").loc["relative"]
+    assert float(rel["a (D/N)"].split()[0]) == pytest.approx(0.3, abs=2e-3)  # D/N: whole steps
+    b = math.log(0.7) / math.log(SIZES["w64"][1] / SIZES["w32"][1])
+    assert float(rel["b (N)"].split()[0]) == pytest.approx(b, abs=2e-3)
+    assert "the relative law leaves a residual RMS" in report
+    # the paper's 1.2B row: the relative law at D/N 833, the paper's 2.1% beside it
+    row = next(line for line in report.splitlines() if line.startswith("| 1.2B |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    law = 0.012 * (1e12 / 1.2e9 / 2) ** 0.3 * (1.2e9 / SIZES["w32"][1]) ** b
+    assert cells[:4] == ["1.2B", "1.2e+09", "1e+12", "833"]
+    assert float(cells[4].split("%")[0]) == pytest.approx(100 * law, rel=0.02)
+    assert cells[5] == "+2.1%"
+    for form in ("relative", "absolute", "residuals"):
+        assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
