@@ -145,7 +145,7 @@ def info(argv: list[str]) -> int:
     from . import __version__
     from .data import corpus
     from .formats import FORMATS, QuantSpec, fake_quantize
-    from .quant import compiled
+    from .quant import compiled, packaged
     from .train.machine import Machine, versions
 
     print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
@@ -165,7 +165,7 @@ def info(argv: list[str]) -> int:
     print(f"conf: {conf_source().describe()}")
     print("corpora (sha256): "
           + ", ".join(f"{f} {sha}" for f, sha in corpus.pinned_sdists()))
-    print(f"compile cache: {compiled.compile_cache_dir()}")
+    print(f"compile cache: {packaged.compile_cache_dir()}")
     if "--no-compile" in argv:
         return 0
     x = torch.randn(64, 256)

@@ -31,7 +31,7 @@ from helpers.runs import SCRIPT, process_env
 from omegaconf import OmegaConf
 
 from nvfp4_lab.data import DataConfig, corpus, load_prepared, prepared_dir
-from nvfp4_lab.quant.compiled import compile_cache_dir
+from nvfp4_lab.quant.packaged import compile_cache_dir
 from nvfp4_lab.train.sweep_plan import SweepPlan
 
 REPO = Path(__file__).resolve().parents[2]

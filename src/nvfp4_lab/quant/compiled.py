@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import functools
 import os
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -27,25 +26,7 @@ from ..formats.quantizer import (
     runtime_inputs,
 )
 from ..formats.spec import QuantSpec, Stream
-from .packaged import OPTIONS, PackagedQuantizer
-
-
-def cache_root() -> Path:
-    """The project's per-machine cache: ``$NVFP4_LAB_CACHE``, else
-    ``$XDG_CACHE_HOME/nvfp4-lab`` (default ``~/.cache/nvfp4-lab``)."""
-    if os.environ.get("NVFP4_LAB_CACHE"):
-        return Path(os.environ["NVFP4_LAB_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
-
-
-def compile_cache_dir() -> Path:
-    """Inductor's caches and packaged.py's packages: ``$TORCHINDUCTOR_CACHE_DIR`` if set, else
-    ``cache_root()/inductor``, shared by every run on the machine and, unlike inductor's
-    default under /tmp, kept when /tmp is cleaned."""
-    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
-        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
-    return cache_root() / "inductor"
-
+from .packaged import OPTIONS, PackagedQuantizer, compile_cache_dir
 
 # inductor reads it when it first compiles: set here, before anything of ours compiles
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(compile_cache_dir())

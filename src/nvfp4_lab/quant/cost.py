@@ -5,7 +5,7 @@ PyTorch) starts at once but runs each step at several times the BF16 step; ``com
 (inductor's code for the same functions) runs a step in a fraction of the reference's time
 but first compiles every quantizer of the recipe into an AOTInductor package, a minute on a
 cold cache and seconds of loading once they are in the machine's compile cache
-(``compiled.compile_cache_dir``; benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
+(``packaged.compile_cache_dir``; benchmarks/RESULTS.md, Compiled quantizers as AOTInductor
 packages). Which
 wins depends on the run's length and on what this machine has already compiled, so ``auto``
 decides from timings this machine measured:
@@ -16,12 +16,12 @@ decides from timings this machine measured:
 Every finished CPU run records its steady ms/step and its start-up seconds (wall time not
 spent in steady steps) under a key of what sets them: the recipe's quantizers, the model's
 dimensions, tokens per step, threads and torch version (``RunKey``). A backend not yet
-measured for the key is estimated from the other: compiled steps at half the reference's
-(measured at ``nano``: 0.61), a reference step at 1/0.6 the compiled one, and a compiled
-start-up of ``COLD_COMPILE_S`` when it never ran for the key (cold cache), else the measured
-one. With neither backend measured for the key, the BF16 step of the same model and batch, if
-this machine ran one, bounds the reference's step from below (the reference does BF16's work
-and quantizes on top): when even at that bound compiling would pay for itself within the run,
+measured for the key is estimated from the other: a compiled step at ``COMPILED_STEP_RATIO``
+of the reference's and a reference step at its inverse, and a compiled start-up of
+``COLD_COMPILE_S`` when it never ran for the key (cold cache), else the measured one. With
+neither backend measured for the key, the BF16 step of the same model and batch, if this
+machine ran one, bounds the reference's step from below (the reference does BF16's work and
+quantizes on top): when even at that bound compiling would pay for itself within the run,
 ``auto`` compiles. A sweep on a fresh machine, whose BF16 arm runs first, thus compiles its
 first long FP4 run instead of spending it on the reference. With nothing at all measured,
 ``auto`` starts on the reference (no compile) and times its first steps, then switches to
@@ -42,12 +42,10 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-# measured with benchmarks/bench_run.py at nano (RESULTS.md): the start-up a cold-cache
-# compiled run adds to an eager one, building its AOTInductor packages (cold start-up 57-60 s
-# for NVFP4 and MXFP4 on one thread, 2026-12-03; it was ~50 s with torch.compile's
-# re-tracing in every run, when a warm start-up cost 6-14 s instead of 2); and
-# compiled over reference ms/step (NVFP4 0.61 on one thread after the eager quantizers lost
-# torch.where, 2026-12-01; FP8 ~1.1, learnt once measured)
+# the estimates for what this machine has not measured yet, from benchmarks/RESULTS.md: the
+# start-up of a cold-cache compiled run (Compiled quantizers as AOTInductor packages), and
+# compiled over reference ms/step for NVFP4 at nano (Where issue 14's bars stand, over Eager
+# quantizers without `where`: about half, rounded up so that auto compiles only when it pays)
 COLD_COMPILE_S = 60.0
 COMPILED_STEP_RATIO = 0.6
 CPU_BACKENDS = ("reference", "compiled")
@@ -96,7 +94,7 @@ def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
 
 
 def ledger_path() -> Path:
-    from .compiled import cache_root
+    from .packaged import cache_root
 
     return cache_root() / "timings.json"
 

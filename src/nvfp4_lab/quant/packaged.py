@@ -73,10 +73,25 @@ def source_hash() -> str:
     return h.hexdigest()
 
 
-def store_dir() -> Path:
-    from torch._inductor.runtime.cache_dir_utils import cache_dir  # $TORCHINDUCTOR_CACHE_DIR
+def cache_root() -> Path:
+    """The project's per-machine cache: ``$NVFP4_LAB_CACHE``, else
+    ``$XDG_CACHE_HOME/nvfp4-lab`` (default ``~/.cache/nvfp4-lab``)."""
+    if os.environ.get("NVFP4_LAB_CACHE"):
+        return Path(os.environ["NVFP4_LAB_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
 
-    return Path(cache_dir()) / "nvfp4_lab_aoti"
+
+def compile_cache_dir() -> Path:
+    """Inductor's caches and packaged.py's packages: ``$TORCHINDUCTOR_CACHE_DIR`` if set, else
+    ``cache_root()/inductor``, shared by every run on the machine and, unlike inductor's
+    default under /tmp, kept when /tmp is cleaned."""
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
+        return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
+    return cache_root() / "inductor"
+
+
+def store_dir() -> Path:
+    return compile_cache_dir() / "nvfp4_lab_aoti"
 
 
 class _Graph(torch.nn.Module):

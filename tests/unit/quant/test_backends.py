@@ -168,7 +168,7 @@ def test_compiled_graphs_are_cached_where_the_project_says(monkeypatch, tmp_path
     """Inductor's default cache lives under /tmp; importing quant.compiled points it at a
     directory that survives (NVFP4_LAB_CACHE, else ~/.cache/nvfp4-lab), unless the user chose
     one with TORCHINDUCTOR_CACHE_DIR."""
-    from nvfp4_lab.quant.compiled import compile_cache_dir
+    from nvfp4_lab.quant.packaged import compile_cache_dir
 
     def cache_after_import(**env: str) -> str:
         base = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}

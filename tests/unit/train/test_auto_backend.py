@@ -10,7 +10,7 @@ from helpers.runs import fast
 
 from nvfp4_lab.model import ModelConfig
 from nvfp4_lab.quant import cost, preset
-from nvfp4_lab.quant.compiled import compile_cache_dir
+from nvfp4_lab.quant.packaged import compile_cache_dir
 from nvfp4_lab.train.auto_backend import PROBE, WARM, AutoBackend
 from nvfp4_lab.train.task import train
 
