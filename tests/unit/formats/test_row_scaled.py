@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from four_over_six_reference import four_over_six_reference
-from te_reference import te_dequantize, te_nvfp4_reference, te_qgemm
+from helpers.four_over_six_reference import four_over_six_reference
+from helpers.te_reference import te_dequantize, te_nvfp4_reference, te_qgemm
 
 from nvfp4_lab.formats import QuantSpec, fake_quantize, fake_quantize_parts, quantize
 from nvfp4_lab.quant import compiled

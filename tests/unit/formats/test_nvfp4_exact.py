@@ -1,5 +1,5 @@
 """Byte equality of quantize(x, "nvfp4") with an independent transcription of TE's
-reference quantizer (tests/unit/te_reference.py, written from docs/numerics.md, NVFP4 and E2M1).
+reference quantizer (tests/helpers/te_reference.py, written from docs/numerics.md, NVFP4 and E2M1).
 
 Every comparison is exact: E2M1 codes, packed nibbles, E4M3 scale bytes, amax bits, and the
 dequantized / fake-quantized values bit for bit. Inputs are finite (TE does not define
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from te_reference import (
+from helpers.te_reference import (
     INV6,
     block_scale,
     e4m3_bytes,

@@ -1,5 +1,5 @@
 """The emulated NVFP4 GEMM against TE's reference ``qgemm``, transcribed independently in
-``tests/unit/te_reference.py``: per 16-wide block the FP32 partial products times the two block
+``tests/helpers/te_reference.py``: per 16-wide block the FP32 partial products times the two block
 scales, accumulated in FP32, then one alpha = fp32(A_x * A_w) / 2688^2 on the output.
 
 With K = 16 every partial sum is exact (16 products of E2M1 values, times two E4M3 scales,
@@ -9,7 +9,7 @@ bit; what is left to differ is how the two tensor amaxes reach the output.
 from __future__ import annotations
 
 import torch
-from te_reference import te_nvfp4_reference, te_qgemm
+from helpers.te_reference import te_nvfp4_reference, te_qgemm
 
 from nvfp4_lab.formats import QuantSpec
 from nvfp4_lab.quant import Backend

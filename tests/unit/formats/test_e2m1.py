@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from te_reference import E2M1_MAGNITUDES, e2m1_magnitude_code
+from helpers.te_reference import E2M1_MAGNITUDES, e2m1_magnitude_code
 
 from nvfp4_lab.formats import e2m1
 

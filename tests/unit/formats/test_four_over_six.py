@@ -1,5 +1,5 @@
 """4/6 block-scale selection: byte equality with an independent transcription of TE's
-reference (tests/unit/four_over_six_reference.py, from docs/numerics.md), on inputs built to
+reference (tests/helpers/four_over_six_reference.py, from docs/numerics.md), on inputs built to
 hit its edges: exact ties between the candidates, the x1.5 candidate saturating at the E4M3
 limit, zero blocks, subnormal and zero block scales, huge and tiny magnitudes, -0.0; 1x16
 blocks and 16x16 tiles, MAE and MSE, L = 256 and 448, fp32 and bf16; eager and compiled."""
@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from four_over_six_reference import decode, four_over_six_reference
-from te_reference import e4m3_round, te_nvfp4_reference, te_qgemm
+from helpers.four_over_six_reference import decode, four_over_six_reference
+from helpers.te_reference import e4m3_round, te_nvfp4_reference, te_qgemm
 
 from nvfp4_lab.formats import QuantSpec, fake_quantize, quantize
 from nvfp4_lab.quant import Backend, compiled

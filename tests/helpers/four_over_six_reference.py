@@ -9,7 +9,8 @@ is an FP32 torch operation; sums run in the documented order, one explicit addit
 from __future__ import annotations
 
 import torch
-from te_reference import F32, FLT_MAX, e2m1_code, e2m1_decode, e4m3_bytes, e4m3_round
+
+from helpers.te_reference import F32, FLT_MAX, e2m1_code, e2m1_decode, e4m3_bytes, e4m3_round
 
 E4M3_MAX = torch.tensor(448.0, dtype=F32)
 
