@@ -20,10 +20,10 @@ COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
 
 
 def is_study(runs: pd.DataFrame) -> bool:
-    """Whether ``runs`` (collect's table) span several sizes and several tokens per parameter."""
+    """Whether ``runs`` (collect's table) span several sizes, each trained for its own token
+    budget: a study, even while it has run one tokens-per-parameter level only."""
     sized = runs.dropna(subset=["params", "tokens"])
-    return sized["params"].nunique() > 1 and \
-        (sized["tokens"] / sized["params"]).round(1).nunique() > 1
+    return sized["params"].nunique() > 1 and sized["tokens"].nunique() > 1
 
 
 def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
