@@ -257,8 +257,9 @@ def _index(argv: list[str]) -> int:
 
 
 def publish(argv: list[str]) -> int:
-    """Copy a finished ablation sweep's run files into ``results/<ablation>/``, draw its
-    report there (PNG figures only) and rewrite the index."""
+    """Copy a finished ablation sweep's run files into ``results/<ablation>/`` (a study's
+    finished runs, as it grows), draw its report there (PNG figures only) and rewrite the
+    index."""
     import argparse
 
     p = argparse.ArgumentParser(prog="nvfp4-lab publish")
@@ -293,7 +294,7 @@ SUMMARY = {
     "bench": "run a benchmark from benchmarks/ (a checkout only)",
     "plot": "rewrite each sweep's report.md, tables and figures; --index results/",
     "compare": "one report over any runs and sweeps",
-    "publish": "copy a finished ablation sweep into results/ with its report",
+    "publish": "copy a finished ablation sweep (a study: its finished runs) into results/",
 }
 
 

@@ -8,7 +8,9 @@ order of ``ABLATIONS``, the comparisons beyond the paper (``BEYOND_PAPER``), and
 sweeps under ``results/v2/`` (results/preregistration.md), each claim tested by
 ``analysis.claims`` (verdicts, pooled spreads, Holm and BH, seeds needed: ``analysis.verdicts``)
 on final validation loss, v2 also on the paper's averaged train loss, and the headline figure
-``figures/forest.png``. An ablation without a published folder is listed as pending.
+``figures/forest.png``. An ablation without a published folder is listed as pending. A study
+(``STUDIES``: the scaling grid, which runs over several sessions) is published as it grows and
+gets a section of its own.
 """
 from __future__ import annotations
 
@@ -20,13 +22,13 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import figures
+from . import figures, scaling_report
 from . import verdicts as v
 from .answers import current_answers, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped
 from .paper import load_paper
-from .report import scale_text
+from .report import md_table, scale_text
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).
@@ -36,6 +38,9 @@ ABLATIONS = ("formats", "consistency", "sr_placement", "precision_switch", "comp
 # sweeps that go beyond the paper, each with its sources' claims in nvfp4_lab/paper/<name>.yaml:
 # published and indexed like the ablations, in a table of their own
 BEYOND_PAPER = ("recipes",)
+# studies that run over several sessions: published as they grow (``publish`` adds the finished
+# runs a folder lacks, never touching one it has), read by their own report, not the claims
+STUDIES = ("scaling",)
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
 SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
 V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps
@@ -54,10 +59,12 @@ def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     existing folder (a published result is replaced only by deleting it first, on purpose)."""
     raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
     name = raw.get("name")
+    if name in STUDIES:
+        return _grow(sweep, results / (folder or name))
     if name not in ABLATIONS + BEYOND_PAPER:
         raise ValueError(f"{sweep}: name={name!r} is not a paper ablation "
-                         f"({', '.join(ABLATIONS)}) or a comparison beyond it "
-                         f"({', '.join(BEYOND_PAPER)})")
+                         f"({', '.join(ABLATIONS)}), a comparison beyond it "
+                         f"({', '.join(BEYOND_PAPER)}) or a study ({', '.join(STUDIES)})")
     dest = results / (folder or name)
     if dest.exists():
         raise FileExistsError(f"{dest} exists: a published result is never overwritten; "
@@ -75,6 +82,32 @@ def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     for f in SWEEP_FILES:
         shutil.copy2(sweep / f, dest / f)
     return dest
+
+
+def _grow(sweep: Path, dest: Path) -> Path:
+    """Add the study's finished runs that ``dest`` lacks; a run already there is left as it
+    is, a run not finished is left for a later publication. A sweep of another grid (other
+    overrides or sweeper parameters in its ``multirun.yaml``) is refused."""
+    if (dest / "multirun.yaml").exists() and _grid(dest) != _grid(sweep):
+        raise ValueError(f"{dest} holds another grid's runs ({_grid(dest)}, not "
+                         f"{_grid(sweep)}); publish this one --as another folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    if not (dest / "multirun.yaml").exists():
+        shutil.copy2(sweep / "multirun.yaml", dest / "multirun.yaml")
+    for summary in sorted(sweep.glob("*/*/summary.json")):
+        job = summary.parent.relative_to(sweep)
+        done = yaml.safe_load(summary.read_text()).get("status") == "done"
+        if done and not (dest / job).exists():
+            (dest / job).mkdir(parents=True)
+            for f in RUN_FILES:
+                shutil.copy2(sweep / job / f, dest / job / f)
+    return dest
+
+
+def _grid(folder: Path) -> tuple[str, str]:
+    """What a sweep's jobs are: its command line and its sweeper's parameters."""
+    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
+    return sweep_command(folder), repr(raw["hydra"]["sweeper"]["params"])
 
 
 
@@ -301,6 +334,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         + ("\n".join(_scale_rows(ablations + beyond)
                      + _scale_rows([s for ss in v2.values() for s in ss], f"{V2}/"))
            or "| none yet | | | |"),
+        *(_study_md(results / name, name) for name in STUDIES if (results / name).exists()),
         _include(results / "discussion.md"),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
@@ -318,6 +352,11 @@ def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]]) ->
         parts.append(f"### {words} ({'primary' if metric == 'final_val_loss' else 'secondary'})"
                      "\n\n" + TABLE_HEAD + "\n" + "\n".join(rows))
     return "\n\n".join(parts)
+
+
+def _study_md(folder: Path, link: str) -> str:
+    parts = scaling_report.index_md(folder, link)
+    return "\n\n".join(p if isinstance(p, str) else md_table(p) for p in parts)
 
 
 def _include(path: Path) -> str:

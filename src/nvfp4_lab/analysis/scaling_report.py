@@ -10,9 +10,11 @@ section comes back as paragraphs and tables, which ``report`` renders.
 """
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 from . import scaling
 
@@ -131,3 +133,24 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
     return ["The laws at the paper's runs (N: the paper's nominal total parameters; their "
             "non-embedding counts are at most 0.2 decades lower, model/presets.py):",
             pd.DataFrame(rows)]
+
+
+def index_md(folder: Path, link: str) -> list[Part]:
+    """The results index's section on a published study in ``folder`` (linked as ``link``):
+    how much of its pre-registered grid is in, and the laws its report fitted."""
+    params = yaml.safe_load((folder / "multirun.yaml").read_text())["hydra"]["sweeper"]["params"]
+    grid = math.prod(len(str(v).split(",")) for v in params.values())
+    runs = sorted(folder.glob("*/*/summary.json"))
+    parts: list[Part] = ["## Scaling study (results/preregistration.md, Scaling study)",
+             f"[{link}]({link}/report.md): {len(runs)} of the pre-registered grid's {grid} runs "
+             f"published; the rest are pending, never estimated. Grid: "
+             + "; ".join(f"`{k}` {v}" for k, v in params.items()) + "."]
+    for recipe, against in COMPARISONS:
+        fit = folder / "tables" / f"scaling_{recipe}_vs_{against}_fit.csv"
+        if fit.exists():
+            parts += [f"`{recipe}` against `{against}`, the law gap = k (D/N)^a N^b:",
+                      pd.read_csv(fit)]
+    if len(parts) == 2:
+        parts.append("No law fitted yet: it needs two tokens-per-parameter levels of two "
+                     "sizes with all their seeds.")
+    return parts

@@ -311,11 +311,14 @@ def test_forest_figure_draws_its_table():
         {2: "a", 1: "b", 0: "c"}
 
 
-def make_sweep(tmp_path: Path, name: str = "formats") -> Path:
-    """The fixture's formats runs as a raw sweep: plus checkpoints and event files."""
+def make_sweep(tmp_path: Path, name: str = "formats", params: dict | None = None) -> Path:
+    """The fixture's formats runs as a raw sweep: plus checkpoints and event files, and the
+    sweeper's ``params`` if given."""
     sweep = tmp_path / "sweep"
     shutil.copytree(FIXTURE / "formats", sweep)
     raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
+    if params:
+        raw["hydra"]["sweeper"] = {"params": params}
     (sweep / "multirun.yaml").write_text(yaml.safe_dump({**raw, "name": name}))
     for run in sweep.glob("*/seed=*"):
         (run / "checkpoints").mkdir()
@@ -356,6 +359,36 @@ def test_publish_refuses_unfinished_and_unknown_sweeps(tmp_path, capsys):
     assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
     assert "not finished" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_study_is_published_as_it_grows(tmp_path, capsys):
+    """A study's finished runs are added to its folder session by session: a run not finished
+    waits, a run already published is never touched, another grid is refused in one line."""
+    sweep = make_sweep(tmp_path, name="scaling", params={"quant": "bf16,fp8,nvfp4,mxfp4",
+                                                         "seed": "0,1,2"})
+    summaries = sorted(sweep.glob("*/seed=*/summary.json"))
+    late, changed = summaries[0], summaries[1]
+    first = json.loads(late.read_text())
+    late.write_text(json.dumps({**first, "status": "running"}))
+    results = tmp_path / "results"
+    assert main(["publish", str(sweep), "--to", str(results)]) == 0
+    dest = results / "scaling"
+    published = {p.relative_to(dest) for p in dest.glob("*/seed=*")}
+    assert published == {p.parent.relative_to(sweep) for p in summaries[1:]}
+    section = write_index(results).read_text().split("## Scaling study")[1]
+    assert f"{len(summaries) - 1} of the pre-registered grid's 12 runs published" in section
+    before = (dest / changed.relative_to(sweep)).read_bytes()
+    late.write_text(json.dumps(first))                        # it finished since
+    changed.write_text(json.dumps({**json.loads(changed.read_text()), "final_val_loss": 9.0}))
+    assert main(["publish", str(sweep), "--to", str(results)]) == 0
+    assert (dest / late.relative_to(sweep)).exists()
+    assert (dest / changed.relative_to(sweep)).read_bytes() == before
+    other = make_sweep(tmp_path / "other", name="scaling", params={"quant": "bf16,fp8",
+                                                                    "seed": "0,1,2"})
+    capsys.readouterr()
+    assert main(["publish", str(other), "--to", str(results)]) == 2
+    err = capsys.readouterr().err
+    assert "holds another grid's runs" in err and err.count("\n") == 1
 
 
 def test_comparisons_beyond_the_paper_are_published_and_indexed(results, tmp_path):
