@@ -30,11 +30,12 @@ def is_study(runs: pd.DataFrame) -> bool:
 
 def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The finished runs as ``scaling.paired_gaps`` reads them: size, params, tokens, recipe,
-    seed, loss (the final validation loss)."""
+    seed, loss (the final validation loss), and the device each ran on."""
     done = runs[(runs["status"] == "done")].dropna(subset=["params", "final_val_loss"])
     return pd.DataFrame({"size": done["model"], "params": done["params"].astype(int),
                          "tokens": done["tokens"].astype(int), "recipe": done["recipe"],
-                         "seed": done["seed"], "loss": done["final_val_loss"]})
+                         "seed": done["seed"], "loss": done["final_val_loss"],
+                         "device": done["device"].fillna("unknown")})
 
 
 def complete_cells(gaps: pd.DataFrame) -> pd.DataFrame:
@@ -62,7 +63,9 @@ def _state(runs: pd.DataFrame, study: pd.DataFrame) -> str:
     pending = int((runs["status"] != "done").sum())
     sizes = ", ".join(f"{s} ({n:,})" for s, n in
                       study.groupby("size")["params"].first().sort_values().items())
-    return (f"{len(study)} runs finished, {pending} running or pending (not estimated). Sizes "
+    machines = "; ".join(f"{m} ({n} runs)" for m, n in study["device"].value_counts().items())
+    return (f"{len(study)} runs finished, {pending} running or pending (not estimated), on "
+            f"{machines or 'no machine yet'}. Sizes "
             f"(non-embedding parameters N): {sizes}. Gaps are per seed, paired with the "
             f"baseline run of the same size, tokens and seed; relative = (L - L_base) / L_base, "
             f"positive = worse than the baseline. Only cells whose seeds are all finished enter.")
@@ -74,7 +77,7 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     head = f"### `{recipe}` against `{against}`"
     if gaps.empty:
         return [head, "No cell has both yet."]
-    cells = _cells_table(gaps)
+    cells = _cells_table(gaps, study[study["recipe"].isin([recipe, against])])
     (out / "tables").mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "tables" / f"scaling_{name}_cells.csv", index=False)
     parts: list[Part] = [head, cells]
@@ -95,11 +98,14 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
               for form in [*scaling.FORMS, "residuals"])]
 
 
-def _cells_table(gaps: pd.DataFrame) -> pd.DataFrame:
+def _cells_table(gaps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
+    """The cells' gaps, and the machines their ``runs`` came from (a grid may span several)."""
     rel, ab = (scaling.cell_table(gaps, form) for form in ("relative", "absolute"))
+    where = runs.groupby(["params", "tokens"])["device"].agg(lambda d: "; ".join(sorted(set(d))))
     return pd.DataFrame({"size": rel["size"], "N": rel["params"], "D/N": rel["tpp"].round(2),
                          "seeds": rel["n"], "relative gap %": _ci(rel, 100, 3),
-                         "absolute gap (nats)": _ci(ab, 1, 4)})
+                         "absolute gap (nats)": _ci(ab, 1, 4),
+                         "machine": [where[p, t] for p, t in zip(rel["params"], rel["tokens"])]})
 
 
 def _ci(table: pd.DataFrame, scale: float, digits: int) -> list[str]:

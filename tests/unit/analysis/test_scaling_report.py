@@ -46,7 +46,9 @@ def _study(make, levels=(2, 5, 10, 20)):
                                        "model.n_heads": 2, "model.n_kv_heads": 1,
                                        "train.tokens_per_param": tpp})
                 summary = json.loads((run / "summary.json").read_text())
-                (run / "summary.json").write_text(json.dumps({**summary, "model": size}))
+                device = f"cpu ({'AVX2' if (size, tpp) == ('w32', 10) else 'AVX512'})"
+                (run / "summary.json").write_text(json.dumps({**summary, "model": size,
+                                                              "device": device}))
     return run.parent
 
 
@@ -74,7 +76,8 @@ def test_one_budget_level_is_a_study_without_a_law_yet(runs_factory):
 def test_the_report_tabulates_the_complete_cells(study):
     report = write_report([study]).read_text()
     assert "## Scaling: the gap against tokens per parameter and model size" in report
-    assert "1 running or pending" in report
+    assert ("1 running or pending (not estimated), on cpu (AVX512) (35 runs); cpu (AVX2) "
+            "(6 runs)") in report
     cells = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
     # the running seed leaves (w64, D/N 20) out; the other six cells, each mean by hand
     got = {(r["size"], round(r["D/N"])): r for r in cells.to_dict("records")}
@@ -83,6 +86,7 @@ def test_the_report_tabulates_the_complete_cells(study):
     per_step = 1000                                   # the synthetic runs' tokens per step
     for (size, tpp), row in got.items():
         assert row["N"] == SIZES[size][1] and row["seeds"] == 3
+        assert row["machine"] == f"cpu ({'AVX2' if (size, tpp) == ('w32', 10) else 'AVX512'})"
         assert row["D/N"] == round(STEPS[size, tpp] * per_step / SIZES[size][1], 2)
         mean = 100 * sum(_gap(size, tpp, s) for s in (0, 1, 2)) / 3
         assert row["relative gap %"].startswith(f"{mean:+.3f} [")
