@@ -147,7 +147,8 @@ def index_md(folder: Path, link: str) -> list[Part]:
     params = yaml.safe_load((folder / "multirun.yaml").read_text())["hydra"]["sweeper"]["params"]
     grid = math.prod(len(str(v).split(",")) for v in params.values())
     runs = sorted(folder.glob("*/*/summary.json"))
-    parts: list[Part] = ["## Scaling study (results/preregistration.md, Scaling study)",
+    parts: list[Part] = ["## The scaling study as published (results/preregistration.md, "
+                         "Scaling study)",
              f"[{link}]({link}/report.md): {len(runs)} of the pre-registered grid's {grid} runs "
              f"published; the rest are pending, never estimated. Grid: "
              + "; ".join(f"`{k}` {v}" for k, v in params.items()) + "."]

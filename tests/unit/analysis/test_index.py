@@ -375,7 +375,7 @@ def test_a_study_is_published_as_it_grows(tmp_path, capsys):
     dest = results / "scaling"
     published = {p.relative_to(dest) for p in dest.glob("*/seed=*")}
     assert published == {p.parent.relative_to(sweep) for p in summaries[1:]}
-    section = write_index(results).read_text().split("## Scaling study")[1]
+    section = write_index(results).read_text().split("## The scaling study as published")[1]
     assert f"{len(summaries) - 1} of the pre-registered grid's 12 runs published" in section
     before = (dest / changed.relative_to(sweep)).read_bytes()
     late.write_text(json.dumps(first))                        # it finished since

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -115,3 +117,15 @@ def test_the_law_and_the_paper_beside_it(study):
     assert cells[5] == "+2.1%"
     for form in ("relative", "absolute", "residuals"):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
+
+
+def test_the_published_study_regenerates_exactly(tmp_path):
+    """results/scaling's tables come back byte for byte from its committed runs."""
+    published = Path(__file__).parents[3] / "results" / "scaling"
+    copy = tmp_path / "scaling"
+    shutil.copytree(published, copy, ignore=shutil.ignore_patterns("tables", "figures", "*.md"))
+    write_report([copy])
+    tables = sorted(p.name for p in (published / "tables").glob("scaling_*.csv"))
+    assert tables and tables == sorted(p.name for p in (copy / "tables").glob("scaling_*.csv"))
+    for name in tables:
+        assert (copy / "tables" / name).read_bytes() == (published / "tables" / name).read_bytes()
