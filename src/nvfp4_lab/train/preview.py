@@ -6,30 +6,53 @@ both taking the command line's values, the last key varying fastest. Each job is
 typed as the task will (``preflight`` has already refused a bad one), and its wall time is
 estimated from the timings this machine measured for the same quantizers, model, batch and
 threads, for the backend the job will use (``train/sweep_plan.py``). A configuration never run
-here is counted, not guessed: run one job of it to calibrate. Nothing is trained or written.
+here is counted, not guessed: run one job of it to calibrate. A job that the sweep directory
+(``hydra.sweep.dir=...``, Hydra's default job folders) already holds finished is listed as
+done and left out of the total, as the task will skip it. Nothing is trained or written.
 """
 from __future__ import annotations
+
+from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # its expansion, exactly
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from .. import rundir
 from ..configs import conf_dir
 from .console import duration
-from .schema import register
+from .job import Job
+from .schema import apply_arm, register
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
 
 
-def job_overrides(argv: list[str]) -> tuple[list[list[str]], int]:
-    """The override list of every job, in launch order, and how many run at once."""
+def job_overrides(argv: list[str]) -> tuple[list[list[str]], int, Path | None]:
+    """The override list of every job, in launch order, how many run at once, and the sweep
+    directory (None: a single run)."""
     overrides = [a for a in argv if not a.startswith("-")]
     cfg = compose("config", overrides=_first_values(overrides), return_hydra_config=True)
     parallel = parallel_jobs(cfg.hydra.launcher)
     multirun = {"-m", "--multirun"} & set(argv) or str(cfg.hydra.mode).endswith("MULTIRUN")
     if not multirun:
-        return [overrides], 1
-    return expand(cfg.hydra.sweeper.get("params") or {}, overrides), parallel
+        return [overrides], 1, None
+    return (expand(cfg.hydra.sweeper.get("params") or {}, overrides), parallel,
+            Path(str(cfg.hydra.sweep.dir)))
+
+
+def finished(sweep: Path | None, num: int, cfg) -> bool:
+    """Whether job ``num`` of ``sweep`` is there and done with this config (the task skips it:
+    ``rundir.check_can_start``)."""
+    found = sorted(sweep.glob(f"{num}_*/seed={cfg.seed}")) if sweep and sweep.is_dir() else []
+    if not found:
+        return False
+    cfg = apply_arm(cfg)
+    job = Job.of_arm(cfg)
+    chash = rundir.config_hash(cfg, world=job.trainer.world_size())
+    try:
+        return rundir.check_can_start(found[0], chash, cfg.resume, job.tokens_per_step) == "done"
+    except rundir.RunExists:
+        return False
 
 
 def expand(params, overrides: list[str]) -> list[list[str]]:
@@ -49,28 +72,32 @@ def preview(argv: list[str]) -> str:
     """The dry-run report: one line per job, then the total."""
     register()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        all_overrides, parallel = job_overrides(argv)
+        all_overrides, parallel, sweep = job_overrides(argv)
         cores = machine_cores()
-        plan = SweepPlan(tuple(plan_job(o, compose("config", overrides=o), parallel, cores)
-                               for o in all_overrides), parallel, cores)
-    lines = [f"{len(plan.jobs)} job{'s' if len(plan.jobs) != 1 else ''}, {parallel} at a time "
-             f"(--dry-run: nothing is run or written)",
+        cfgs = [compose("config", overrides=o) for o in all_overrides]
+        jobs = [plan_job(o, c, parallel, cores) for o, c in zip(all_overrides, cfgs)]
+        done = {i for i, c in enumerate(cfgs) if finished(sweep, i, c)}
+    plan = SweepPlan(tuple(j for i, j in enumerate(jobs) if i not in done), parallel, cores)
+    full = SweepPlan(tuple(jobs), parallel, cores)
+    lines = [f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}, {parallel} at a time "
+             f"(--dry-run: nothing is run or written)"
+             + (f"; {len(done)} already done in {sweep}" if done else ""),
              f"{'#':>3}  {'job':<44} {'steps':>6}  estimate"]
-    for i, j in enumerate(plan.jobs):
-        est = (f"{duration(j.seconds)} ({j.backend})" if j.seconds is not None
-               else "never run here: no estimate")
+    for i, j in enumerate(jobs):
+        est = ("done: skipped" if i in done else f"{duration(j.seconds)} ({j.backend})"
+               if j.seconds is not None else "never run here: no estimate")
         lines.append(f"{i:>3}  {_distinct(list(j.overrides), all_overrides):<44} "
                      f"{j.steps:>6}  {est}")
     known, total = len(plan.known()), plan.total()
     unknown = len(plan.jobs) - known
     if total is not None:
-        lines.append(f"total ~{duration(total)} for {known} of {len(plan.jobs)} jobs, "
+        lines.append(f"total ~{duration(total)} for {known} of {len(plan.jobs)} jobs to run, "
                      f"{parallel} at a time" + (f"; {unknown} with a configuration never run "
                                                 f"on this machine" if unknown else ""))
     else:
         lines.append(f"no estimate: none of the {len(plan.jobs)} jobs' configurations has run "
                      f"on this machine")
-    return "\n".join(lines + _plan(all_overrides, plan))
+    return "\n".join(lines + _plan(all_overrides, full))
 
 
 def _plan(all_overrides: list[list[str]], plan: SweepPlan) -> list[str]:

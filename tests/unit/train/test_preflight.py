@@ -1,6 +1,7 @@
 """The command-line check before Hydra starts: one line with the key, the value and the fix."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -98,13 +99,45 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
     register()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        jobs, parallel = job_overrides(["+ablation=smoke", "seed=7,8", "-m", "model.lr=1e-3,2e-3"])
+        jobs, parallel, _ = job_overrides(["+ablation=smoke", "seed=7,8", "-m",
+                                           "model.lr=1e-3,2e-3"])
     assert parallel == 1 and len(jobs) == 8
     assert [j[:2] for j in jobs[:4]] == [["quant=bf16", "seed=7"], ["quant=bf16", "seed=7"],
                                          ["quant=bf16", "seed=8"], ["quant=bf16", "seed=8"]]
     assert [j[-1] for j in jobs[:2]] == ["model.lr=0.001", "model.lr=0.002"]
     text = preview(["+ablation=smoke"])
     assert text.startswith("4 jobs, 1 at a time") and text.count("never run here") == 4
+
+
+def test_dry_run_of_a_sweep_marks_the_jobs_its_directory_holds_done(tmp_path, monkeypatch):
+    """Job 1 is there and done with this config: skipped, out of the total. Job 2 is there
+    done with another config (the task would refuse it) and job 3 unfinished: both still run."""
+    from hydra import compose, initialize_config_dir
+
+    from nvfp4_lab import rundir
+    from nvfp4_lab.configs import conf_dir
+    from nvfp4_lab.train.preview import job_overrides, preview
+    from nvfp4_lab.train.schema import apply_arm, register
+
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "cache"))
+    sweep = tmp_path / "sweep"
+    argv = ["+ablation=smoke", f"hydra.sweep.dir={sweep}"]
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        jobs, _, where = job_overrides(argv)
+        cfgs = [apply_arm(compose("config", overrides=o)) for o in jobs]
+    assert where == sweep and len(jobs) == 4
+    for num, status, chash in [(1, "done", rundir.config_hash(cfgs[1], world=1)),
+                               (2, "done", "another"), (3, "running", None)]:
+        run = sweep / f"{num}_quant=x" / f"seed={cfgs[num].seed}"
+        run.mkdir(parents=True)
+        (run / "summary.json").write_text(json.dumps({
+            "status": status, "quant": "x", "seed": cfgs[num].seed, "model": "nano",
+            "max_steps": 4, "tokens_per_step": 256, "config_hash": chash or "h"}))
+    lines = preview(argv).splitlines()
+    assert lines[0].endswith(f"; 1 already done in {sweep}")
+    assert [("done: skipped" in line) for line in lines[2:6]] == [False, True, False, False]
+    assert lines[6].startswith("no estimate: none of the 3 jobs'")
 
 
 @pytest.mark.parametrize("model, repeated", [("nano", True), ("small", False)])
