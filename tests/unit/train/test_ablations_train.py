@@ -20,13 +20,17 @@ from nvfp4_lab.train.task import train
 CONF = conf_dir()
 
 
+# swept keys that change a run's length only: two steps stand for every value
+LENGTH = ("seed", "train.tokens_per_param")
+
+
 def jobs():
     """Every arm of every file, but the branches: they continue their parent's run of the
     same sweep from their switch step, which test_branch.py trains."""
     for path in sorted((CONF / "ablation").glob("*.yaml")):
         ablation = yaml.safe_load(path.read_text())
         swept = {k: str(v).split(",") for k, v in ablation["hydra"]["sweeper"]["params"].items()
-                 if k != "seed"}
+                 if k not in LENGTH}
         branches = {a for a, c in (ablation.get("arms") or {}).items() if "branch_from" in c}
         for values in itertools.product(*swept.values()):
             if not branches & set(values):
