@@ -15,25 +15,28 @@ from helpers.te_reference import F32, FLT_MAX, e2m1_code, e2m1_decode, e4m3_byte
 E4M3_MAX = torch.tensor(448.0, dtype=F32)
 
 
-def _candidate(blocks, s, s_dec):
+def _candidate(blocks: torch.Tensor, s: torch.Tensor, s_dec: torch.Tensor) -> torch.Tensor:
     """Step 4 for one candidate scale s (fp32 E4M3 values, one per block): codes."""
     enc = torch.minimum(torch.tensor(1.0, dtype=F32) / (s * s_dec), FLT_MAX)
     return e2m1_code(torch.clamp(blocks * enc.unsqueeze(-1), -6.0, 6.0))
 
 
-def _row_errors(rows, codes, s, amax, limit, error):
+def _row_errors(rows: torch.Tensor, codes: torch.Tensor, s: torch.Tensor, amax: torch.Tensor,
+                limit: int, error: str) -> torch.Tensor:
     """Steps 5-6 along the last dim: rows [..., 16], s [...] -> error per row, element order."""
     denom = torch.tensor(6.0 * limit, dtype=F32)
-    total = None
+    total: torch.Tensor | None = None
     for i in range(rows.shape[-1]):
         d = ((e2m1_decode(codes[..., i]) * s) * amax) / denom - rows[..., i]
         e = d.abs() if error == "mae" else d * d
         total = e if total is None else total + e
+    assert total is not None
     return total
 
 
 def four_over_six_reference(x: torch.Tensor, error: str = "mae", limit: int = 256,
-                            tile=(1, 16), rows: bool = False):
+                            tile: tuple[int, ...] = (1, 16),
+                            rows: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """2-D finite x, K % 16 == 0 (M % 16 == 0 for tiles). Returns (codes uint8 [M, K],
     scales float8_e4m3fn [M, K/16] or [M/16, K/16], amax fp32 0-d, or [M, 1] with ``rows``:
     row-scaled, one amax per row in the scales and in the error)."""
@@ -79,7 +82,8 @@ def _pairwise(r: torch.Tensor) -> torch.Tensor:
     return r[..., 0]
 
 
-def decode(codes, scales, amax, limit, tile=(1, 16)) -> torch.Tensor:
+def decode(codes: torch.Tensor, scales: torch.Tensor, amax: torch.Tensor, limit: int,
+           tile: tuple[int, ...] = (1, 16)) -> torch.Tensor:
     """Step 8: q * ((fp32(s) * A) * fp32(1 / 6L)), one scale per block or tile."""
     s = scales.float()
     if tuple(tile) == (16, 16):

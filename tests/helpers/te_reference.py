@@ -96,7 +96,8 @@ def block_scale(block_amax: torch.Tensor, s_enc: torch.Tensor, order: str) -> to
     return e4m3_round(s)
 
 
-def te_nvfp4_reference(x: torch.Tensor, order: str = "te", tile=(1, 16), rows: bool = False):
+def te_nvfp4_reference(x: torch.Tensor, order: str = "te", tile: tuple[int, ...] = (1, 16),
+                       rows: bool = False) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """2-D x (fp32/bf16/fp16), finite, K % 16 == 0 (and M % 16 == 0 for 16x16 tiles).
 
     rows: TE's row-scaled variant, "A is a per-row vector; everything else per row"
