@@ -22,7 +22,8 @@ variance s^2 / n (s^2 the unbiased sample variance), not the plain bootstrap's (
 10% or 30%) the 95% intervals on a and b then cover ~93% of the time instead of ~86%. A cell
 with one seed has no deviation to resample and stays fixed at its value. A cell whose resampled
 mean is <= 0 drops out of that resample only; a resample whose cells cannot identify the 3
-parameters (fewer than 3, or one size) is skipped and counted.
+parameters (one size, or one D/N level: values a tenth of a decade apart count as one) is
+skipped and counted.
 Not a parametric bootstrap: that covers at most ~1.5 points nearer 95% but assumes a shape for
 the seed noise (notebooks/LOG.md, 2026-12-04 (session 22)).
 
@@ -187,9 +188,16 @@ def _design(params, tpp) -> np.ndarray:
     return np.column_stack([np.ones(len(params)), np.log(tpp), np.log(params)])
 
 
+def _levels(log_values: np.ndarray) -> int:
+    """How many distinct levels: values a tenth of a decade apart or less are one level (a run
+    trains whole steps, so its D/N sits a little above its nominal one)."""
+    return len(np.unique(np.round(np.asarray(log_values) / np.log(10), 1)))
+
+
 def _ols(x: np.ndarray, gap: np.ndarray) -> np.ndarray | None:
-    """(log k, a, b) by least squares of log gap on ``x``; None when x cannot identify them."""
-    if np.linalg.matrix_rank(x) < 3:
+    """(log k, a, b) by least squares of log gap on ``x``; None when x cannot identify them:
+    fewer than two D/N levels or two sizes, or collinear."""
+    if _levels(x[:, 1]) < 2 or _levels(x[:, 2]) < 2 or np.linalg.matrix_rank(x) < 3:
         return None
     return np.linalg.lstsq(x, np.log(gap), rcond=None)[0]
 
@@ -204,7 +212,8 @@ def _point_fit(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame, pd.DataFr
     coef = _ols(_design(used["params"], used["tpp"]), used["mean"].to_numpy())
     if coef is None:
         raise ValueError(f"the {len(used)} cells with a positive mean gap cannot identify "
-                         f"k, a and b: D/N must vary apart from N")
+                         f"k, a and b: they need two D/N levels (more than a tenth of a "
+                         f"decade apart) and D/N varying apart from N")
     return coef, used, dropped
 
 

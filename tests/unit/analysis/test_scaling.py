@@ -180,6 +180,19 @@ def test_a_single_size_raises_one_line():
     assert "\n" not in str(err.value)
 
 
+def test_one_d_over_n_level_raises_even_when_whole_steps_move_it_a_little():
+    """A 46-step run of 46,432 parameters trains 2.03 tokens per parameter, a bigger one 2.00:
+    three sizes at one level only, whose law least squares would still 'fit' (rank 3) with an
+    exponent in the hundreds."""
+    runs = pd.concat([make_runs(sizes={"a": 1e5}, tpps=(2.03,)),
+                      make_runs(sizes={"b": 3e5, "c": 8e5}, tpps=(2,))])
+    with pytest.raises(ValueError, match="two D/N levels") as err:
+        fit(paired_gaps(runs, "nvfp4"), "relative", resamples=10)
+    assert "\n" not in str(err.value)
+    two = pd.concat([runs, make_runs(sizes={"a": 1e5}, tpps=(5,))])
+    assert fit(paired_gaps(two, "nvfp4"), "relative", resamples=10).n_cells == 4
+
+
 def test_resamples_without_enough_usable_cells_are_skipped_and_counted():
     # 2 sizes x 2 tpp; two cells have seed gaps (+3, -1) e-2, resampled as 1e-2 +- 2 sqrt(2)
     # e-2: a resample drops one of them when both draws are the negative one (p = 1/4), and is
