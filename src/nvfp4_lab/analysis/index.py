@@ -28,7 +28,7 @@ from .answers import current_answers, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped
 from .paper import load_paper
-from .report import md_table, scale_text
+from .report import markdown, scale_text
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).
@@ -356,7 +356,7 @@ def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]]) ->
 
 def _study_md(folder: Path, link: str) -> str:
     parts = scaling_report.index_md(folder, link)
-    return "\n\n".join(p if isinstance(p, str) else md_table(p) for p in parts)
+    return "\n\n".join(map(markdown, parts))
 
 
 def _include(path: Path) -> str:

@@ -73,7 +73,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     if scaling_report.is_study(coll.runs):
         parts = scaling_report.section(coll.runs, out)
         return _write(out, [_header(coll, ablation, None, "bf16", out, recipes=False),
-                            *(p if isinstance(p, str) else md_table(p) for p in parts)], coll)
+                            *map(markdown, parts)], coll)
     base = choose_baseline(coll.labels, baseline, paper)
     colours = figures.palette(coll.labels)
     (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -363,6 +363,11 @@ def _figures_md(names: list[str], pdf: bool) -> str:
     return "## Figures\n\n" + "\n\n".join(
         f"![{n}](figures/{n}.png)\n\n{captions[n]}"
         + (f" ([PDF](figures/{n}.pdf))" if pdf else "") for n in names)
+
+
+def markdown(part: str | pd.DataFrame) -> str:
+    """A paragraph as it is, a table as ``md_table`` renders it."""
+    return part if isinstance(part, str) else md_table(part)
 
 
 def md_table(df: pd.DataFrame) -> str:

@@ -4,7 +4,7 @@
 For NVFP4 and MXFP4 against BF16, and MXFP4 against NVFP4, on the cells whose seeds are all in
 (a cell with fewer is still running, not a smaller sample): the cells' gaps with their seed
 intervals, the law fitted to the relative and to the absolute gap (``scaling.fit``), the form
-that fits better, and the better form extrapolated to the paper's runs beside what the paper
+that fits better, and both laws extrapolated to the paper's runs beside what the paper
 reports. Tables go to ``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the
 section comes back as paragraphs and tables, which ``report`` renders.
 """
@@ -31,7 +31,7 @@ def is_study(runs: pd.DataFrame) -> bool:
 def study_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """The finished runs as ``scaling.paired_gaps`` reads them: size, params, tokens, recipe,
     seed, loss (the final validation loss), and the device each ran on."""
-    done = runs[(runs["status"] == "done")].dropna(subset=["params", "final_val_loss"])
+    done = runs[runs["status"] == "done"].dropna(subset=["params", "final_val_loss"])
     return pd.DataFrame({"size": done["model"], "params": done["params"].astype(int),
                          "tokens": done["tokens"].astype(int), "recipe": done["recipe"],
                          "seed": done["seed"], "loss": done["final_val_loss"],
