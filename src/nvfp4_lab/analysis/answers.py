@@ -9,18 +9,51 @@ TOST to pass for a null. Then the seeds that adds to those run and their CPU tim
 the claim's two arms costs the median wall time of each arm's runs in its sweep, on that
 sweep's machine and beside whatever else ran there, so the hours are an estimate of the same
 kind, not a measurement of the new runs.
+
+Two design-v2 sweeps of one ablation on one model (a partial one on one machine type, a whole
+rerun of the design on another: results/preregistration.md, amendment 6) are never pooled:
+the one with more seeds is the answer and the other stays published, labelled as superseded
+(``superseding``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from . import verdicts as v
 from .claims import ClaimResult, Sweep
 
 
+def _design(sweep: Sweep) -> tuple:
+    """What a sweep tests: its ablation on its models."""
+    return sweep.paper.ablation, tuple(sorted(sweep.runs["model"].dropna().unique()))
+
+
 def _key(sweep: Sweep, r: ClaimResult) -> tuple:
-    return sweep.paper.ablation, tuple(sorted(sweep.runs["model"].dropna().unique())), \
-        str(r.claim)
+    return *_design(sweep), str(r.claim)
+
+
+def _seeds(sweep: Sweep) -> int:
+    return int(sweep.runs["seed"].nunique())
+
+
+def superseding(tables: dict[str, list[Sweep]], v2: str) -> dict[str, Sweep]:
+    """Each design-v2 sweep that another of the same ablation and model with more seeds
+    replaces, with that one (the most seeds of the group)."""
+    sweeps = [s for t, ss in tables.items() if t.startswith(v2) for s in ss]
+    out = {}
+    for s in sweeps:
+        best = max((o for o in sweeps if _design(o) == _design(s)), key=_seeds)
+        if _seeds(best) > _seeds(s):
+            out[s.name] = best
+    return out
+
+
+def supersede(tested: dict[str, list[ClaimResult]], replaced: dict[str, Sweep]
+              ) -> dict[str, list[ClaimResult]]:
+    """``tested`` with the claims of each replaced sweep marked with the sweep replacing it."""
+    return {t: [replace(r, superseded_by=f"{replaced[r.sweep].name} "
+                                         f"({_seeds(replaced[r.sweep])} seeds)")
+                if r.sweep in replaced else r for r in rs] for t, rs in tested.items()}
 
 
 def current_answers(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]],
@@ -33,8 +66,8 @@ def current_answers(tables: dict[str, list[Sweep]], tested: dict[str, list[Claim
 
     latest = {_key(*pair("v1", r)): pair("v1", r) for r in tested["v1"]}
     for t in (t for t in tables if t.startswith(v2)):
-        latest.update({k: pair(t, r) for r in tested[t]
-                       if r.test is not None and (k := _key(*pair(t, r))) in latest})
+        latest.update({k: pair(t, r) for r in tested[t] if r.test is not None
+                       and not r.superseded_by and (k := _key(*pair(t, r))) in latest})
     return list(latest.values())
 
 
@@ -69,7 +102,7 @@ def to_buy(current: list[tuple[Sweep, ClaimResult]]) -> list[Purchase]:
     """The not-resolved paper claims among ``current``, cheapest to resolve first."""
     out = [Purchase(r, r.seeds_measured if r.claim.same or r.seeds_paper is None
                     else r.seeds_paper, seconds_per_seed(s, r)) for s, r in current
-           if r.verdict == "not resolved" and r.claim.kind == "paper" and not r.duplicate_of]
+           if r.verdict == "not resolved" and r.claim.kind == "paper" and r.once]
     return sorted(out, key=lambda p: (p.hours is None, p.hours or 0.0, str(p.result.claim)))
 
 

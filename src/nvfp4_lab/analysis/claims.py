@@ -12,7 +12,8 @@ claim listed before it (the same runs reached through two ablations) is a duplic
 not counted again.
 
 A claim counts in a headline when it is the paper's (not a size, not ours), testable (its arms
-ran and differ) and not a duplicate.
+ran and differ), not a duplicate and not superseded by a larger sweep of the same claims
+(``answers.superseding``).
 """
 from __future__ import annotations
 
@@ -100,6 +101,7 @@ class ClaimResult:
     seeds_paper: int | None = None
     note: str = ""
     duplicate_of: str = ""
+    superseded_by: str = ""     # a larger sweep of the same claims (answers.superseding)
     key: tuple = ()
 
     @property
@@ -112,7 +114,12 @@ class ClaimResult:
 
     @property
     def counted(self) -> bool:
-        return self.claim.kind == "paper" and self.testable and not self.duplicate_of
+        return self.claim.kind == "paper" and self.testable and self.once
+
+    @property
+    def once(self) -> bool:
+        """Not the same computation as a claim before it, nor replaced by a larger sweep."""
+        return not self.duplicate_of and not self.superseded_by
 
     @property
     def holm_survives(self) -> bool:
@@ -204,7 +211,7 @@ def evaluate(tables: dict[str, list[Sweep]], metric: str = "final_val_loss"
 def tally(results: list[ClaimResult], kind: str = "paper") -> str:
     """"4 reproduced, 3 not resolved (2 of 7 survive Holm, 3 BH)" over the counted claims of
     ``kind``."""
-    mine = [r for r in results if r.claim.kind == kind and r.testable and not r.duplicate_of]
+    mine = [r for r in results if r.claim.kind == kind and r.testable and r.once]
     words = [r.verdict for r in mine]
     text = ", ".join(f"{words.count(w)} {w}" for w in v.VERDICTS if w in words) or "none"
     holm, bh = sum(r.holm_survives for r in mine), sum(r.bh_survives for r in mine)

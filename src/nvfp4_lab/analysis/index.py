@@ -24,7 +24,7 @@ import yaml
 
 from . import figures, scaling_report
 from . import verdicts as v
-from .answers import current_answers, to_buy_md
+from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped
 from .paper import load_paper
@@ -146,6 +146,8 @@ def _flags(r: ClaimResult) -> str:
         out.append({"size": "size claim", "ours": "ours: not the paper's"}[r.claim.kind])
     if r.duplicate_of:
         out.append(f"same runs as {r.duplicate_of}")
+    if r.superseded_by:
+        out.append(f"partial result, not counted: superseded by {r.superseded_by}")
     if r.test is not None and r.note:
         out.append(r.note)
     if r.verdict in v.RESOLVED:
@@ -277,6 +279,8 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     v2 = _v2_tables(results, paper_dir)
     tables = {"v1": ablations, "beyond": beyond, **v2}
     tested, pools = evaluate(tables)
+    replaced = superseding(v2, V2)
+    tested = supersede(tested, replaced)
     current = current_answers(tables, tested, V2)
     flat = [r for rs in tested.values() for r in rs]
     v1_flat = tested["v1"]
@@ -293,7 +297,8 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         f"{len(ablations)} of {len(ABLATIONS)} ablations published. The paper's claims, each "
         f"computation counted once ({len(testable)} testable): {tally(v1_flat)}; its size "
         f"claims: {tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
-        + "".join(f"Design {t}: {tally(tested[t])}. " for t in v2)
+        + "".join(f"Design {t}: {_design_tally(ss, tested[t], replaced)}. "
+                  for t, ss in v2.items())
         + f"The lab's current answers, v2's verdict where design v2 tested a claim again on "
         f"the same model and v1's elsewhere: {tally([r for _, r in current])}. "
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
@@ -322,7 +327,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested['beyond'])}."
         "\n\n" + TABLE_HEAD + "\n"
         + "\n".join(_rows(beyond, tested["beyond"]) + _pending_rows(beyond_pending, paper_dir)),
-        _v2_md(v2, tested),
+        _v2_md(v2, tested, replaced),
         to_buy_md(current),
         "## Comparison classes\n\nThe claims whose paired gaps share one spread "
         "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
@@ -340,14 +345,23 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
-def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]]) -> str:
+def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],
+                  replaced: dict[str, Sweep]) -> str:
+    gone = [s.name for s in sweeps if s.name in replaced]
+    return (f"superseded by {replaced[gone[0]].name}, not counted" if gone
+            else tally(tested))
+
+
+def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]],
+           replaced: dict[str, Sweep]) -> str:
     """The design-v2 tables: the primary metric's verdicts (Holm over the whole page), then
-    the paper's metric's (Holm over v2's claims)."""
+    the paper's metric's (Holm over v2's claims); a superseded sweep's rows say so."""
     if not v2:
         return ""
     parts = ["## Design v2: fresh paired seeds, pre-registered (results/preregistration.md)"]
     for metric, words in METRICS.items():
-        tested = primary if metric == "final_val_loss" else evaluate(v2, metric)[0]
+        tested = primary if metric == "final_val_loss" else \
+            supersede(evaluate(v2, metric)[0], replaced)
         rows = [row for t, ss in v2.items() for row in _rows(ss, tested[t], f"{V2}/")]
         parts.append(f"### {words} ({'primary' if metric == 'final_val_loss' else 'secondary'})"
                      "\n\n" + TABLE_HEAD + "\n" + "\n".join(rows))

@@ -474,6 +474,42 @@ def test_the_current_answers_take_v2s_verdict_where_v2_tested_the_claim_again(re
     assert current.startswith(expected + " ("), (current[:120], expected)
 
 
+def test_a_smaller_v2_sweep_of_the_same_claims_is_superseded_not_counted(results, tmp_path):
+    """Two v2 sweeps of one ablation on one model are never pooled: the one with fewer seeds
+    (here 2, published in the folder listed last, with other verdicts) is labelled and left
+    out of every count; the current answers are those of the 3-seed sweep alone."""
+    def current(readme: str) -> str:
+        return readme.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
+
+    def worse_nvfp4(sweep: Path, by: float, per_seed: float) -> Path:
+        for f in sweep.glob("*/seed=*/summary.json"):     # not v1's runs: other verdicts
+            s = json.loads(f.read_text())
+            s["final_val_loss"] += (by + per_seed * s["seed"]) * (s["quant"] == "nvfp4")
+            f.write_text(json.dumps(s))
+        return sweep
+
+    big = worse_nvfp4(make_sweep(tmp_path), 0.05, 0.05)
+    assert main(["publish", str(big), "--to", str(results), "--as", "v2/formats_nano"]) == 0
+    alone = write_index(results).read_text()
+    small = worse_nvfp4(make_sweep(tmp_path / "small"), 0.3, 0.0)
+    for run in small.glob("*/seed=2"):
+        shutil.rmtree(run)
+    summary = pd.read_csv(small / "sweep_summary.csv")
+    summary[summary["seed"] != 2].to_csv(small / "sweep_summary.csv", index=False)
+    assert main(["publish", str(small), "--to", str(results), "--as", "v2/formats_nano_z"]) == 0
+    readme = write_index(results).read_text()
+    head = readme.split("\n\n")[1]
+    assert "Design v2 formats_nano_z: superseded by formats_nano, not counted." in head
+    assert head.split("Design v2 formats_nano:")[1].split(".")[0] == \
+        alone.split("\n\n")[1].split("Design v2 formats_nano:")[1].split(".")[0]
+    assert current(readme) == current(alone)
+    table = rows(readme)
+    z = [cells for (section, sweep, _), cells in table.items() if sweep == "formats_nano_z"]
+    assert z and all("superseded by formats_nano (3 seeds)" in c[6] for c in z)
+    assert not any("superseded" in c[6] for (_, sweep, _), c in table.items()
+                   if sweep != "formats_nano_z")
+
+
 def test_what_more_seeds_would_buy_follows_the_claim_rows_and_the_runs_wall_times():
     """The committed index's purchase table, row by row, against its own claim rows (verdict,
     seeds needed) and the median wall time of the two arms' committed runs."""
