@@ -12,6 +12,9 @@
       summary.json         ``Summary``: status (running | done | failed | diverged), losses,
                            tokens, speed, backend, device, machine class, git SHA, config hash
 
+A sweep directory holds one run directory per job, ``<num>_<overrides>/``, numbered in the
+order ``sweep_jobs`` expands the sweep (its ``multirun.yaml``).
+
 Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
 ``resume=never`` refuses any directory that already holds a run. The config hash leaves out
@@ -34,11 +37,23 @@ from pathlib import Path
 from typing import Any, cast
 
 import pandas as pd
+from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # its expansion, exactly
+from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
 
 SUMMARY = "summary.json"
 CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]   # metrics.csv
 VOLATILE = ("resume", "trainer.progress")
+
+
+def sweep_jobs(params: Any, overrides: list[str]) -> list[list[str]]:
+    """The override list of each job of a sweep, in Hydra's launch order (job ``num`` is
+    ``<num>_*/``): the sweeper's ``params`` (key: values) first, then the command line's
+    ``overrides``, a key given in both taking the command line's values, the last key varying
+    fastest."""
+    parsed = OverridesParser.create().parse_overrides(
+        [f"{k}={v}" for k, v in params.items()] + list(overrides))
+    return BasicSweeper.split_arguments(parsed, None)[0]
 
 
 class RunExists(RuntimeError):

@@ -71,7 +71,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     ablation = ablation or _ablation_name(coll)
     paper = load_paper(ablation) if ablation else None
     if scaling_report.is_study(coll.runs):
-        parts = scaling_report.section(coll.runs, out)
+        parts = scaling_report.section(coll.runs, out, coll.root)
         return _write(out, [_header(coll, ablation, None, "bf16", out, recipes=False),
                             *map(markdown, parts)], coll)
     base = choose_baseline(coll.labels, baseline, paper)

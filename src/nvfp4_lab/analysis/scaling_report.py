@@ -10,15 +10,17 @@ section comes back as paragraphs and tables, which ``report`` renders.
 """
 from __future__ import annotations
 
-import math
+import re
 from pathlib import Path
 
 import pandas as pd
 import yaml
 
+from .. import rundir
 from . import scaling
 
 COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
+CELL = ("train.tokens_per_param", "model")      # the grid's keys a pending run is listed by
 
 
 def is_study(runs: pd.DataFrame) -> bool:
@@ -44,29 +46,61 @@ def complete_cells(gaps: pd.DataFrame) -> pd.DataFrame:
     return gaps[n == n.max()]
 
 
+def grid(folder: Path) -> pd.DataFrame:
+    """The jobs of the sweep in ``folder``, as its ``multirun.yaml`` expands them
+    (``rundir.sweep_jobs``): one row per job in launch order, one column per key it sets;
+    empty where the folder has no ``multirun.yaml``."""
+    path = folder / "multirun.yaml"
+    if not path.exists():
+        return pd.DataFrame()
+    hydra = yaml.safe_load(path.read_text())["hydra"]
+    jobs = rundir.sweep_jobs(hydra["sweeper"]["params"], hydra["overrides"]["task"])
+    return pd.DataFrame([dict(o.split("=", 1) for o in job) for job in jobs])
+
+
+def pending(jobs: pd.DataFrame, folder: Path, runs: pd.DataFrame) -> pd.DataFrame:
+    """How many of the ``jobs`` of the sweep in ``folder`` (``grid``) ``runs`` (collect's
+    table) do not hold finished, per cell of ``CELL``, in the grid's order."""
+    done = {int(m[1]) for p in runs.loc[runs["status"] == "done", "path"]
+            if (m := re.match(r"(\d+)_", Path(p).relative_to(folder).parts[0]))}
+    counts = jobs.drop(index=[i for i in done if i in jobs.index]) \
+        .groupby(list(CELL), sort=False).size()
+    return pd.DataFrame({"D/N": [c[0] for c in counts.index], "size": [c[1] for c in counts.index],
+                         "runs not finished": counts.values})
+
+
 Part = str | pd.DataFrame          # a paragraph, or a table to render
 
 
-def section(runs: pd.DataFrame, out: Path) -> list[Part]:
-    """The report's scaling section; writes its tables and figures under ``out``."""
+def section(runs: pd.DataFrame, out: Path, folder: Path) -> list[Part]:
+    """The report's scaling section on the runs of the sweep in ``folder``; writes its tables
+    and figures under ``out``."""
     study = study_runs(runs)
     recipes = set(study["recipe"])
+    jobs = grid(folder)
+    left = pending(jobs, folder, runs) if set(CELL) <= set(jobs) else None
     parts: list[Part] = ["## Scaling: the gap against tokens per parameter and model size",
-                         _state(runs, study)]
+                         _state(runs, study, len(jobs), left),
+                         *([left] if left is not None and len(left) else [])]
     for recipe, against in COMPARISONS:
         if {recipe, against} <= recipes:
             parts += _comparison(study, recipe, against, out)
     return parts
 
 
-def _state(runs: pd.DataFrame, study: pd.DataFrame) -> str:
-    pending = int((runs["status"] != "done").sum())
+def _state(runs: pd.DataFrame, study: pd.DataFrame, grid_size: int,
+           left: pd.DataFrame | None) -> str:
+    running = int((runs["status"] != "done").sum())
+    waiting = ("no multirun.yaml to list the grid's other runs from" if left is None
+               else f"{int(left['runs not finished'].sum())} of the grid's {grid_size} runs "
+                    f"not finished, by cell below" if len(left)
+               else f"all of the grid's {grid_size} runs finished")
     sizes = ", ".join(f"{s} ({n:,})" for s, n in
                       study.groupby("size")["params"].first().sort_values().items())
     machines = "; ".join(f"{m} ({n} runs)" for m, n in study["device"].value_counts().items())
-    return (f"{len(study)} runs finished, {pending} running or pending (not estimated), on "
-            f"{machines or 'no machine yet'}. Sizes "
-            f"(non-embedding parameters N): {sizes}. Gaps are per seed, paired with the "
+    return (f"{len(study)} runs finished, {running} running; {waiting} (pending, never "
+            f"estimated). On {machines or 'no machine yet'}. Sizes (non-embedding "
+            f"parameters N): {sizes}. Gaps are per seed, paired with the "
             f"baseline run of the same size, tokens and seed; relative = (L - L_base) / L_base, "
             f"positive = worse than the baseline. Only cells whose seeds are all finished enter.")
 
@@ -145,11 +179,11 @@ def index_md(folder: Path, link: str) -> list[Part]:
     """The results index's section on a published study in ``folder`` (linked as ``link``):
     how much of its pre-registered grid is in, and the laws its report fitted."""
     params = yaml.safe_load((folder / "multirun.yaml").read_text())["hydra"]["sweeper"]["params"]
-    grid = math.prod(len(str(v).split(",")) for v in params.values())
     runs = sorted(folder.glob("*/*/summary.json"))
     parts: list[Part] = ["## The scaling study as published (results/preregistration.md, "
                          "Scaling study)",
-             f"[{link}]({link}/report.md): {len(runs)} of the pre-registered grid's {grid} runs "
+             f"[{link}]({link}/report.md): {len(runs)} of the pre-registered grid's "
+             f"{len(grid(folder))} runs "
              f"published; the rest are pending, never estimated. Grid: "
              + "; ".join(f"`{k}` {v}" for k, v in params.items()) + "."]
     for recipe, against in COMPARISONS:

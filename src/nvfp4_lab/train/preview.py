@@ -1,21 +1,19 @@
 """``nvfp4-lab run ... --dry-run``: the jobs a command would launch, and what they would cost.
 
-The jobs are expanded as Hydra's basic sweeper will expand them (its own ``split_arguments``):
-the ablation's ``hydra.sweeper.params`` first, then the command line's overrides, a key given in
-both taking the command line's values, the last key varying fastest. Each job is composed and
-typed as the task will (``preflight`` has already refused a bad one), and its wall time is
-estimated from the timings this machine measured for the same quantizers, model, batch and
-threads, for the backend the job will use (``train/sweep_plan.py``). A configuration never run
-here is counted, not guessed: run one job of it to calibrate. A job that the sweep directory
-(``hydra.sweep.dir=...``, Hydra's default job folders) already holds finished is listed as
-done and left out of the total, as the task will skip it. Nothing is trained or written.
+The jobs are expanded as Hydra's basic sweeper will expand them (``rundir.sweep_jobs``). Each
+job is composed and typed as the task will (``preflight`` has already refused a bad one), and
+its wall time is estimated from the timings this machine measured for the same quantizers,
+model, batch and threads, for the backend the job will use (``train/sweep_plan.py``). A
+configuration never run here is counted, not guessed: run one job of it to calibrate. A job
+that the sweep directory (``hydra.sweep.dir=...``, Hydra's default job folders) already holds
+finished is listed as done and left out of the total, as the task will skip it. Nothing is
+trained or written.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
-from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # its expansion, exactly
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from .. import rundir
@@ -36,7 +34,7 @@ def job_overrides(argv: list[str]) -> tuple[list[list[str]], int, Path | None]:
     multirun = {"-m", "--multirun"} & set(argv) or str(cfg.hydra.mode).endswith("MULTIRUN")
     if not multirun:
         return [overrides], 1, None
-    return (expand(cfg.hydra.sweeper.get("params") or {}, overrides), parallel,
+    return (rundir.sweep_jobs(cfg.hydra.sweeper.get("params") or {}, overrides), parallel,
             Path(str(cfg.hydra.sweep.dir)))
 
 
@@ -53,13 +51,6 @@ def finished(sweep: Path | None, num: int, cfg) -> bool:
         return rundir.check_can_start(found[0], chash, cfg.resume, job.tokens_per_step) == "done"
     except rundir.RunExists:
         return False
-
-
-def expand(params, overrides: list[str]) -> list[list[str]]:
-    """The jobs of a sweep from its sweeper ``params`` (key: values) and command line."""
-    parsed = OverridesParser.create().parse_overrides(
-        [f"{k}={v}" for k, v in params.items()] + list(overrides))
-    return BasicSweeper.split_arguments(parsed, None)[0]
 
 
 def _first_values(overrides: list[str]) -> list[str]:

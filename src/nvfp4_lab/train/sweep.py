@@ -23,8 +23,7 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
 from ..analysis.report import write_report
-from ..rundir import COLUMNS, SUMMARY, Summary
-from .preview import expand
+from ..rundir import COLUMNS, SUMMARY, Summary, sweep_jobs
 from .schema import apply_arm, recipe_of
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
@@ -48,7 +47,7 @@ class SweepSummary(Callback):
                 trial = config.copy()
                 trial.arm = arm
             recipe_of(apply_arm(trial).quant)
-        jobs = expand(config.hydra.sweeper.get("params") or {}, config.hydra.overrides.task)
+        jobs = sweep_jobs(config.hydra.sweeper.get("params") or {}, config.hydra.overrides.task)
         loader = GlobalHydra.instance().config_loader()
         parallel, cores = parallel_jobs(config.hydra.launcher), machine_cores()
         SweepPlan(tuple(plan_job(o, loader.load_sweep_config(config, o), parallel, cores)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import yaml
 
 from nvfp4_lab.analysis import collect
 from nvfp4_lab.analysis.report import write_report
@@ -32,6 +33,17 @@ def _bf16(tpp: int, seed: int) -> float:
     return BF16[seed] - 0.2 * math.log(tpp / 2)
 
 
+GRID = {"train.tokens_per_param": "2,5,10,20", "model": "w32,w64", "seed": "0,1,2",
+        "quant": "bf16,nvfp4"}                  # Hydra's order: the last key varies fastest
+
+
+def _job(size: str, tpp: int, seed: int, quant: str) -> str:
+    """The run's directory as Hydra names it: the job's number in GRID's order, its overrides."""
+    num = ((2, 5, 10, 20).index(tpp) * 2 + ("w32", "w64").index(size)) * 6 + seed * 2 \
+        + ("bf16", "nvfp4").index(quant)
+    return f"{num}_model={size},quant={quant},train.tokens_per_param={tpp}/seed={seed}"
+
+
 def _study(make, levels=(2, 5, 10, 20)):
     for (size, tpp), steps in STEPS.items():
         if tpp not in levels:
@@ -41,7 +53,7 @@ def _study(make, levels=(2, 5, 10, 20)):
             for quant in ("bf16", "nvfp4"):
                 loss = _bf16(tpp, seed) * (1 + _gap(size, tpp, seed) * (quant == "nvfp4"))
                 running = (size, tpp, seed, quant) == ("w64", 20, 2, "nvfp4")
-                run = make(f"{size}_{tpp}_{quant}_{seed}", quant=quant, seed=seed,
+                run = make(_job(size, tpp, seed, quant), quant=quant, seed=seed,
                                steps=[steps], val_loss=[loss], name="scaling",
                                status="running" if running else "done",
                                config={"model.name": size, "model.d_model": d,
@@ -51,7 +63,12 @@ def _study(make, levels=(2, 5, 10, 20)):
                 device = f"cpu ({'AVX2' if (size, tpp) == ('w32', 10) else 'AVX512'})"
                 (run / "summary.json").write_text(json.dumps({**summary, "model": size,
                                                               "device": device}))
-    return run.parent
+    sweep = run.parents[1]
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump(
+        {"name": "scaling", "hydra": {"sweeper": {"params": GRID},
+                                      "overrides": {"task": ["+ablation=scaling"]}}},
+        sort_keys=False))
+    return sweep
 
 
 @pytest.fixture
@@ -78,8 +95,10 @@ def test_one_budget_level_is_a_study_without_a_law_yet(runs_factory):
 def test_the_report_tabulates_the_complete_cells(study):
     report = write_report([study]).read_text()
     assert "## Scaling: the gap against tokens per parameter and model size" in report
-    assert ("1 running or pending (not estimated), on cpu (AVX512) (35 runs); cpu (AVX2) "
-            "(6 runs)") in report
+    assert ("41 runs finished, 1 running; 7 of the grid's 48 runs not finished, by cell below "
+            "(pending, never estimated). On cpu (AVX512) (35 runs); cpu (AVX2) (6 runs)") in report
+    # w32 never ran at D/N 20, and w64's seed 2 of nvfp4 there is still running
+    assert "| 20 | w32 | 6 |\n| 20 | w64 | 1 |" in report
     cells = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
     # the running seed leaves (w64, D/N 20) out; the other six cells, each mean by hand
     got = {(r["size"], round(r["D/N"])): r for r in cells.to_dict("records")}
