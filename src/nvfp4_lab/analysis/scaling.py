@@ -325,10 +325,11 @@ def trust(fit: Fit, params: float, tokens: float) -> str:
 
 
 def _tpp_axis(ax, tpp) -> None:
-    """A log x-axis of tokens per parameter, ticked at the values trained."""
-    ticks = sorted(set(tpp))
+    """A log x-axis of tokens per parameter, ticked at the levels trained (two significant
+    digits: a small model's whole steps give 2.03 where the grid asked for 2)."""
+    ticks = sorted({float(f"{t:.2g}") for t in tpp})
     ax.set_xscale("log")
-    ax.set_xticks(ticks, [f"{t:.3g}" for t in ticks])
+    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel("training tokens per parameter D/N")
 

@@ -275,6 +275,7 @@ def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
         x = np.asarray(line.get_xdata())
         assert line.get_ydata() == pytest.approx(K * x ** A * n ** B, rel=1e-9)
     assert len(laws) == 4 and (tmp_path / "gaps.png").stat().st_size > 0
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [f"{t:g}" for t in TPP]
 
 
 def test_residual_figure_draws_log_observed_minus_lstsq_fitted(tmp_path):
