@@ -29,7 +29,7 @@ from .paper import PaperResult
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "kind", "n", "mean", "sd", "lo", "hi", "verdict",
-                 "seeds_measured", "seeds_paper", "machine", "scale"]
+                 "seeds_measured", "seeds_paper", "machine", "scale", "superseded_by"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
@@ -50,6 +50,13 @@ def refresh_shipped(results: Path, table: pd.DataFrame) -> Path | None:
     return paper_dir() / SHIPPED
 
 
+def _rows(published: pd.DataFrame, claim) -> pd.DataFrame:
+    """The published intervals of ``claim``: those with a spread, not superseded by a larger
+    sweep of the same claims (``answers.superseding``)."""
+    return published[(published["claim"] == str(claim)) & published["sd"].notna()
+                     & published["superseded_by"].isna()]
+
+
 def one_run_share(mean: float, sd: float) -> float:
     """The share of seeds whose single gap has the sign the claim "a < b" predicts."""
     return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
@@ -61,7 +68,7 @@ def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFra
     interval; "" when the lab has published none of its claims."""
     lines = []
     for claim in (c for c in paper.claims if not c.same):
-        rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]
+        rows = _rows(published, claim)
         if rows.empty:
             continue
         mine = ours.get(str(claim), math.nan)
@@ -91,7 +98,7 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
     seed of the command's arms costs; None when not measured)."""
     lines = []
     for claim in paper.claims:
-        rows = published[(published["claim"] == str(claim)) & published["sd"].notna()]
+        rows = _rows(published, claim)
         for r in rows.itertuples():
             need = [None if pd.isna(x) else int(x) for x in (r.seeds_measured, r.seeds_paper)]
             need = need[:1] if claim.same else need      # a null: the seeds for TOST

@@ -259,14 +259,15 @@ def _by_name(tables: dict[str, list[Sweep]]) -> dict[tuple[str, str], Sweep]:
 def claims_table(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]]
                  ) -> pd.DataFrame:
     """Every tested claim as data (``results/claims.csv``): the interval of its verdict, the
-    claim's own per-seed spread, the sweep's machine and scale."""
+    claim's own per-seed spread, the sweep's machine and scale, the sweep superseding it."""
     sweeps = _by_name(tables)
     rows = [{"table": t, "sweep": r.sweep, "claim": str(r.claim), "kind": r.claim.kind,
              "n": r.n, "mean": r.test.mean, "sd": float(np.std(r.gaps, ddof=1)),
              "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
              "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
              "machine": sweeps[(t, r.sweep)].machine,
-             "scale": scale_text(sweeps[(t, r.sweep)].runs)}
+             "scale": scale_text(sweeps[(t, r.sweep)].runs),
+             "superseded_by": r.superseded_by or None}
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 

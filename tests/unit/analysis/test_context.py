@@ -20,11 +20,12 @@ def phi(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-def published(rows) -> pd.DataFrame:
+def published(rows, superseded_by=None) -> pd.DataFrame:
     """(claim, n, mean, sd) rows as the index writes them."""
     return pd.DataFrame([{"table": "v1", "sweep": "formats", "claim": c, "kind": "paper", "n": n,
                           "mean": m, "sd": sd, "lo": m - 1, "hi": m + 1, "verdict": "x",
-                          "machine": "x86_64 AVX2", "scale": "nano"} for c, n, m, sd in rows],
+                          "machine": "x86_64 AVX2", "scale": "nano",
+                          "superseded_by": superseded_by} for c, n, m, sd in rows],
                         columns=CLAIM_COLUMNS)
 
 
@@ -36,8 +37,11 @@ def test_one_run_share_by_hand():
 
 def test_context_says_which_orderings_one_run_can_show():
     paper = load_paper("quickstart")
-    table = published([("bf16 < nvfp4", 8, -1.0, 0.3), ("nvfp4 < mxfp4", 3, -0.12, 0.6)])
+    gone = published([("nvfp4 < mxfp4", 12, -3.0, 0.5)], superseded_by="big (20 seeds)")
+    table = pd.concat([published([("bf16 < nvfp4", 8, -1.0, 0.3),
+                                  ("nvfp4 < mxfp4", 3, -0.12, 0.6)]), gone])
     text = context_md(paper, {"bf16 < nvfp4": -0.8}, table)
+    assert "-3.00" not in text and "12 seeds" not in text      # superseded: neither listed nor used
     bf16, fp4 = (next(li for li in text.splitlines() if li.startswith(f"- `{c}`"))
                  for c in ("bf16 < nvfp4", "nvfp4 < mxfp4"))
     assert "this run -0.80%" in bf16 and f"about {phi(1 / 0.3):.0%}" in bf16
