@@ -267,8 +267,8 @@ def fit(gaps: pd.DataFrame, form: str, resamples: int = RESAMPLES, seed: int = S
 
 def better_form(rel_fit: Fit, abs_fit: Fit) -> FormChoice:
     """The form whose law leaves the smaller residual RMS in log gap on the cells both fits
-    use (see the module docstring for why that compares like with like); ties go to
-    "relative"."""
+    use (see the module docstring for why that compares like with like); ties, and cells too
+    few to leave a residual (3 or fewer), go to "relative"."""
     if (rel_fit.form, abs_fit.form) != ("relative", "absolute"):
         raise ValueError(f"expected a relative and an absolute fit, got {rel_fit.form!r} and "
                          f"{abs_fit.form!r}")
@@ -277,6 +277,11 @@ def better_form(rel_fit: Fit, abs_fit: Fit) -> FormChoice:
     common = sorted(rel.keys() & ab.keys())
     rms = {form: math.sqrt(np.mean([res[c] ** 2 for c in common]))
            for form, res in (("relative", rel), ("absolute", ab))}
+    if len(common) <= 3:
+        reason = (f"Neither form fits better yet: on the {len(common)} cells both fits use, "
+                  f"three parameters pass through every cell, so neither law leaves a residual; "
+                  f"a comparison needs a fourth cell.")
+        return FormChoice("relative", reason, rms["relative"], rms["absolute"], len(common))
     form = min(rms, key=rms.get)
     other = "absolute" if form == "relative" else "relative"
     reason = (f"On the {len(common)} cells both fits use, the {form} law leaves a residual RMS "
