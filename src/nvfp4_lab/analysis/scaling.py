@@ -349,17 +349,29 @@ def _save(fig, path) -> plt.Figure:
 
 def plot_gaps(gaps: pd.DataFrame, form: str, path) -> plt.Figure:
     """The ``form`` gap against D/N (log x), one line per size: cell means with their seed
-    t intervals as error bars (label: the size) and the fitted law dashed (gid "law")."""
+    t intervals as error bars (label: the size) and the fitted law dashed (gid "law"). Each
+    size is drawn a few points aside (its data stay where they are) so that sizes at one D/N
+    do not hide each other's bars."""
     table = cell_table(gaps, form)
     coef, _, _ = _point_fit(table)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axhline(0.0, color="0.6", lw=0.8)
-    for (params, size), cell in table.groupby(["params", "size"], sort=True):
+    groups, shown = table.groupby(["params", "size"], sort=True), []
+    for i, ((params, size), cell) in enumerate(groups):
+        aside = ax.transData + matplotlib.transforms.ScaledTranslation(
+            (i - (len(groups) - 1) / 2) * 5 / 72, 0, fig.dpi_scale_trans)
         err = np.nan_to_num(np.vstack([cell["mean"] - cell["lo"], cell["hi"] - cell["mean"]]))
-        bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size)
+        bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size,
+                           transform=aside)
         grid = np.geomspace(cell["tpp"].min(), cell["tpp"].max(), 50)
         law = np.exp(_design(np.full(grid.size, params), grid) @ coef)
-        ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law")
+        ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law",
+                transform=aside)
+        shown += [np.column_stack([cell["tpp"], cell[k].fillna(cell["mean"])])
+                  for k in ("lo", "hi")] + [np.column_stack([grid, law])]
+    ax.ignore_existing_data_limits = True   # the offset artists' own limits mix in points
+    ax.update_datalim(np.vstack(shown))
+    ax.autoscale_view()
     _tpp_axis(ax, table["tpp"])
     ax.set_ylabel({"relative": "(L_FP4 - L_BF16) / L_BF16", "absolute": "L_FP4 - L_BF16"}[form])
     ax.set_title(f"{form} gap; dashed: k (D/N)^a N^b, a = {coef[1]:.3g}, b = {coef[2]:.3g}")

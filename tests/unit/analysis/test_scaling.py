@@ -291,6 +291,19 @@ def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [f"{t:g}" for t in TPP]
 
 
+def test_gap_figure_sets_sizes_apart_on_screen_and_shows_every_bar_whole(tmp_path):
+    runs = make_runs(sigma=0.3)
+    gaps = paired_gaps(runs, "nvfp4")
+    ax = plot_gaps(gaps, "relative", tmp_path / "gaps.png").axes[0]
+    screen_x = [bar.lines[0].get_transform().transform([(2.0, 0.0)])[0, 0]
+                for bar in ax.containers]
+    assert np.all(np.diff(screen_x) > 0)            # one D/N: the sizes left to right
+    hand = gaps.groupby(["params", "tpp"])["rel_gap"].agg(["mean", "std", "count"])
+    half = stats.t.ppf(0.975, hand["count"] - 1) * hand["std"] / np.sqrt(hand["count"])
+    low, high = ax.get_ylim()
+    assert low < (hand["mean"] - half).min() and (hand["mean"] + half).max() < high
+
+
 def test_residual_figure_draws_log_observed_minus_lstsq_fitted(tmp_path):
     runs = make_runs(sigma=0.1)
     res = fit(paired_gaps(runs, "nvfp4"), "absolute", resamples=10)
