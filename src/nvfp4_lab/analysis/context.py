@@ -57,6 +57,12 @@ def _rows(published: pd.DataFrame, claim) -> pd.DataFrame:
                      & published["superseded_by"].isna()]
 
 
+def source(table: str, sweep: str) -> str:
+    """Where a claim row comes from, as the index names it: the table, then the sweep unless
+    the table's last word is the sweep already (a design-v2 table is named after its sweep)."""
+    return table if table.split(" ")[-1] == sweep else f"{table} {sweep}"
+
+
 def one_run_share(mean: float, sd: float) -> float:
     """The share of seeds whose single gap has the sign the claim "a < b" predicts."""
     return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
@@ -78,7 +84,7 @@ def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFra
         can = ("so one run shows this ordering" if share >= ONE_RUN_SHOWS else
                "so one run cannot rank the pair")
         lines.append(f"- `{claim}`: this run {own}. Published: " + "; ".join(
-            f"{r.table} {r.sweep} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] over {int(r.n)} seeds "
+            f"{source(r.table, r.sweep)} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] over {int(r.n)} seeds "
             f"({r.machine}; {r.scale})" for r in rows.itertuples())
             + f". From the spread of the {int(best['n'])}-seed one ({best['sd']:.2f} points), a "
             f"single seed orders the pair as the paper on about {share:.0%} of seeds, {can}.")
@@ -107,7 +113,7 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
                 if n is not None and n <= 1000)
             what = ("for TOST to pass" if claim.same else
                     f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
-            lines.append(f"  `{claim}` ({r.table} {r.sweep}, {int(r.n)} seeds, {r.verdict}): "
+            lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, {r.verdict}): "
                          f"{seeds_text(need[0]) or '-'} {what}{cost}")
     return (["seeds for 80% power, from the published results (results/README.md):", *lines]
             if lines else [])

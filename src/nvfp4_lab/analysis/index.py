@@ -26,7 +26,7 @@ from . import figures, scaling_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
-from .context import CLAIM_COLUMNS, refresh_shipped
+from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import load_paper
 from .report import markdown, scale_text
 
@@ -234,8 +234,8 @@ def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimRe
         if len(where) < 2:
             continue
         machines = {by_name[(t, r.sweep)].machine for t, r in where}
-        cells = "; ".join(f"{t} {r.sweep} ({by_name[(t, r.sweep)].machine}): {_num(r.test.mean)}"
-                          for t, r in where)
+        cells = "; ".join(f"{source(t, r.sweep)} ({by_name[(t, r.sweep)].machine}): "
+                          f"{_num(r.test.mean)}" for t, r in where)
         lines.append(f"| `{claim}` | {cells} | "
                      f"{'different machines' if len(machines) > 1 else 'one machine'} |")
     return ("| claim | where it was tested (machine): mean gap % | machines |\n|---|---|---|\n"
@@ -244,7 +244,7 @@ def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimRe
 
 def forest_table(tested: dict[str, list[ClaimResult]]) -> pd.DataFrame:
     """The headline figure's data: every counted claim with an interval, by table."""
-    rows = [{"label": f"{t} {r.sweep}: {r.claim}", "mean": r.test.mean, "lo": r.test.lo,
+    rows = [{"label": f"{source(t, r.sweep)}: {r.claim}", "mean": r.test.mean, "lo": r.test.lo,
              "hi": r.test.hi, "verdict": r.verdict,
              "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
             for t, rs in tested.items() for r in rs if r.counted and r.test is not None]

@@ -444,6 +444,8 @@ def test_a_design_v2_sweep_is_published_beside_v1(results, tmp_path):
     row = next(li for li in secondary.splitlines() if "`bf16 < nvfp4`" in li)
     assert f"{np.mean(gaps):+.2f} [" in row
     assert tail and "Design v2 formats_nano:" in readme.split("\n\n")[1]
+    where = next(li for li in readme.splitlines() if li.startswith("| `bf16 < nvfp4` | v1 "))
+    assert "; v2 formats_nano (" in where and "formats_nano formats_nano" not in where
 
 
 def test_the_current_answers_take_v2s_verdict_where_v2_tested_the_claim_again(results,
