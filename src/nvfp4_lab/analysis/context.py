@@ -29,7 +29,7 @@ from .paper import PaperResult
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "kind", "n", "mean", "sd", "lo", "hi", "verdict",
-                 "seeds_measured", "seeds_paper", "machine", "scale", "superseded_by"]
+                 "seeds_measured", "seeds_paper", "machine", "scale", "model", "superseded_by"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
@@ -63,15 +63,24 @@ def source(table: str, sweep: str) -> str:
     return table if table.split(" ")[-1] == sweep else f"{table} {sweep}"
 
 
+def _spread_row(rows: pd.DataFrame, model: str | None) -> pd.Series:
+    """The published row whose spread a single run is read against: one of ``model`` (the
+    run's) if any, with the most seeds; the earliest listed among equals."""
+    keys = list(zip(rows["model"] != model, -rows["n"]))
+    return rows.iloc[keys.index(min(keys))]
+
+
 def one_run_share(mean: float, sd: float) -> float:
     """The share of seeds whose single gap has the sign the claim "a < b" predicts."""
     return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
 
 
-def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFrame) -> str:
+def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFrame,
+               model: str | None = None) -> str:
     """The report section: for each direction claim of ``paper`` with published rows, our gap
-    (``ours``: claim -> this run's mean paired gap, computed by the caller) and each published
-    interval; "" when the lab has published none of its claims."""
+    (``ours``: claim -> this run's mean paired gap, computed by the caller), each published
+    interval, and what one run can show, read from the spread of a row of the run's ``model``
+    where one exists; "" when the lab has published none of its claims."""
     lines = []
     for claim in (c for c in paper.claims if not c.same):
         rows = _rows(published, claim)
@@ -79,14 +88,15 @@ def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFra
             continue
         mine = ours.get(str(claim), math.nan)
         own = f"{mine:+.2f}%" if math.isfinite(mine) else "not measured"
-        best = rows.sort_values("n", ascending=False).iloc[0]
+        best = _spread_row(rows, model)
         share = one_run_share(best["mean"], best["sd"])
         can = ("so one run shows this ordering" if share >= ONE_RUN_SHOWS else
                "so one run cannot rank the pair")
         lines.append(f"- `{claim}`: this run {own}. Published: " + "; ".join(
-            f"{source(r.table, r.sweep)} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] over {int(r.n)} seeds "
-            f"({r.machine}; {r.scale})" for r in rows.itertuples())
-            + f". From the spread of the {int(best['n'])}-seed one ({best['sd']:.2f} points), a "
+            f"{source(r.table, r.sweep)} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}] over "
+            f"{int(r.n)} seeds ({r.machine}; {r.scale})" for r in rows.itertuples())
+            + f". From the spread of {source(best['table'], best['sweep'])} "
+            f"({int(best['n'])} seeds, {best['sd']:.2f} points), a "
             f"single seed orders the pair as the paper on about {share:.0%} of seeds, {can}.")
     if not lines:
         return ""
@@ -113,7 +123,7 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
                 if n is not None and n <= 1000)
             what = ("for TOST to pass" if claim.same else
                     f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
-            lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, {r.verdict}): "
-                         f"{seeds_text(need[0]) or '-'} {what}{cost}")
+            lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, "
+                         f"{r.verdict}): {seeds_text(need[0]) or '-'} {what}{cost}")
     return (["seeds for 80% power, from the published results (results/README.md):", *lines]
             if lines else [])

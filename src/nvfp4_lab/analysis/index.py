@@ -28,7 +28,7 @@ from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import load_paper
-from .report import markdown, scale_text
+from .report import markdown, models_text, scale_text
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).
@@ -267,6 +267,7 @@ def claims_table(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimRes
              "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
              "machine": sweeps[(t, r.sweep)].machine,
              "scale": scale_text(sweeps[(t, r.sweep)].runs),
+             "model": models_text(sweeps[(t, r.sweep)].runs),
              "superseded_by": r.superseded_by or None}
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)

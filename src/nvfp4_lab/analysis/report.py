@@ -136,7 +136,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
                          "paper_vs_ours", pdf)
             names.append("paper_vs_ours")
             sections.append(_paper_md(paper, ours))
-        beside = context_md(paper, _claim_gaps(coll, paper), shipped())
+        beside = context_md(paper, _claim_gaps(coll, paper), shipped(), models_text(coll.runs))
         if beside:
             sections.append(beside)
     sections.append(_figures_md(names, pdf))
@@ -189,9 +189,14 @@ def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.
     return t[["label", "value", "lo", "hi", "loss", "verdict"]]
 
 
+def models_text(runs: pd.DataFrame) -> str:
+    """The models of collect's runs table, ``nano`` or ``hybrid_nano, nano``; "?" if none."""
+    return ", ".join(sorted(map(str, runs["model"].dropna().unique()))) or "?"
+
+
 def scale_text(runs: pd.DataFrame) -> str:
     """``nano (bytes), 410k tokens, 3 seeds`` from collect's runs table."""
-    models = ", ".join(sorted(map(str, runs["model"].dropna().unique()))) or "?"
+    models = models_text(runs)
     tokenizers = sorted(map(str, runs.get("data.tokenizer", pd.Series()).dropna().unique()))
     models += f" ({', '.join(tokenizers)})" if tokenizers else ""
     tokens = runs["tokens"].dropna()

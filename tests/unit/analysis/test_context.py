@@ -9,8 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nvfp4_lab.analysis.context import (CLAIM_COLUMNS, context_md, one_run_share, shipped,
-                                        source)
+from nvfp4_lab.analysis.context import CLAIM_COLUMNS, context_md, one_run_share, shipped, source
 from nvfp4_lab.analysis.paper import load_paper
 from nvfp4_lab.analysis.report import write_report
 
@@ -21,11 +20,11 @@ def phi(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-def published(rows, superseded_by=None) -> pd.DataFrame:
+def published(rows, superseded_by=None, model="nano", sweep="formats") -> pd.DataFrame:
     """(claim, n, mean, sd) rows as the index writes them."""
-    return pd.DataFrame([{"table": "v1", "sweep": "formats", "claim": c, "kind": "paper", "n": n,
+    return pd.DataFrame([{"table": "v1", "sweep": sweep, "claim": c, "kind": "paper", "n": n,
                           "mean": m, "sd": sd, "lo": m - 1, "hi": m + 1, "verdict": "x",
-                          "machine": "x86_64 AVX2", "scale": "nano",
+                          "machine": "x86_64 AVX2", "scale": model, "model": model,
                           "superseded_by": superseded_by} for c, n, m, sd in rows],
                         columns=CLAIM_COLUMNS)
 
@@ -50,6 +49,21 @@ def test_context_says_which_orderings_one_run_can_show():
     assert "not measured" in fp4 and f"about {phi(0.12 / 0.6):.0%}" in fp4
     assert "one run cannot rank the pair" in fp4 and "over 3 seeds (x86_64 AVX2" in fp4
     assert context_md(paper, {}, published([])) == ""
+
+
+def test_one_run_is_read_against_its_own_models_spread_then_the_most_seeds():
+    paper = load_paper("quickstart")
+    table = pd.concat([published([("bf16 < nvfp4", 8, -0.5, 0.3)], model="hybrid_nano",
+                                 sweep="hybrid"),
+                       published([("bf16 < nvfp4", 3, -1.0, 1.0)], model="nano", sweep="small"),
+                       published([("bf16 < nvfp4", 8, -1.0, 0.6)], model="nano", sweep="big")])
+    share = {m: context_md(paper, {}, table, m).split("orders the pair as the paper on about ")[1]
+             for m in ("nano", "hybrid_nano", "w32", None)}
+    assert share["nano"].startswith(f"{phi(1.0 / 0.6):.0%}")
+    assert "From the spread of v1 big (8 seeds, 0.60 points)" in context_md(paper, {}, table,
+                                                                          "nano")
+    for other in ("hybrid_nano", "w32", None):     # its own, else the first with the most seeds
+        assert share[other].startswith(f"{phi(0.5 / 0.3):.0%}")
 
 
 def test_quickstart_report_places_its_gaps_beside_the_published_ones(runs_factory, tmp_path):
