@@ -153,8 +153,9 @@ def test_arms_that_train_the_same_thing_are_warned_about(model, repeated, capsys
 
 def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_path,
                                                                             monkeypatch):
-    """formats: one line per published row of its claims, with the seeds of the shipped
-    table (the index's results/claims.csv); no cost without measured step times."""
+    """formats: one line per published row of its claims not superseded by a larger sweep,
+    with the seeds of the shipped table (the index's results/claims.csv); no cost without
+    measured step times."""
     from nvfp4_lab.analysis.context import shipped
     from nvfp4_lab.train.preview import preview
 
@@ -163,10 +164,11 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     plan = text.split("seeds for 80% power, from the published results (results/README.md):\n")[1]
     rows = shipped()
     rows = rows[rows["claim"].isin(["bf16 < nvfp4", "nvfp4 < mxfp4", "fp8 < nvfp4",
-                                    "bf16 < fp8"])]
+                                    "bf16 < fp8"]) & rows["superseded_by"].isna()]
     assert len(plan.splitlines()) == len(rows) and "h here" not in plan
     for r in rows.itertuples():
-        assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
+        name = r.table if r.table == f"v2 {r.sweep}" else f"{r.table} {r.sweep}"
+        assert (f"`{r.claim}` ({name}, {r.n} seeds, {r.verdict}): "
                 f"{int(r.seeds_measured)} at the measured gap") in plan
 
 
