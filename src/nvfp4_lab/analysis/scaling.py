@@ -42,6 +42,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .paper import load_paper  # noqa: E402
 from .stats import mean_ci  # noqa: E402
 
 FORMS = {"relative": "rel_gap", "absolute": "abs_gap"}
@@ -53,24 +54,36 @@ _KEYS = ["size", "params", "tokens", "seed"]
 
 @dataclass(frozen=True)
 class PaperRun:
-    """One of the paper's NVFP4 runs to extrapolate to, and its relative gap to BF16,
-    (L_nvfp4 - L_bf16) / L_bf16 (None: no BF16 comparison in the paper). ``params`` is the
-    paper's nominal size: total parameters, not the non-embedding N the fit is in."""
+    """One of the paper's runs to extrapolate to. ``params`` is the paper's nominal size: total
+    parameters, not the non-embedding N the fit is in. ``arms`` maps our recipe to its label in
+    the paper file ``paper`` (nvfp4_lab/paper/<paper>.yaml), whose values are that arm's gap to
+    BF16 in this run; no file: the paper has no BF16 run at this size."""
 
     name: str
     params: float
     tokens: float
-    rel_gap: float | None
+    paper: str | None
+    arms: dict[str, str]
     source: str
 
+    def rel_gap(self, recipe: str, against: str) -> float | None:
+        """(L_recipe - L_against) / L_against as the paper reports it; None where it does not.
+        From each arm's r = -gap_pct / 100 to BF16: (1 + r_recipe) / (1 + r_against) - 1."""
+        if self.paper is None:
+            return None
+        values = load_paper(self.paper).values
+        r = {"bf16": 0.0} | {ours: -values[label] / 100 for ours, label in self.arms.items()}
+        if recipe not in r or against not in r:
+            return None
+        return (1 + r[recipe]) / (1 + r[against]) - 1
 
-PAPER_RUNS = (   # sources in nvfp4_lab/paper/ (analysis/paper.py); rel_gap = -gap_pct / 100
-    PaperRun("1.2B", 1.2e9, 1e12, 0.021, "cumulative.yaml 4_plus_sr: -2.1% validation loss "
-             "vs BF16 at 1T (Fig. 8, read off the plot)"),
-    PaperRun("8B", 8e9, 1e12, 0.015, "formats.yaml nvfp4: -1.5% training loss vs BF16 at 1T "
-             "(Fig. 6a, stated in the text)"),
-    PaperRun("12B", 12e9, 10e12, None, "no BF16 run at 12B: its -1.5% validation loss "
-             "(precision_switch.yaml nvfp4, Fig. 7) is to FP8"),
+
+PAPER_RUNS = (
+    PaperRun("1.2B", 1.2e9, 1e12, "cumulative", {"nvfp4": "4_plus_sr"},
+             "validation loss at 1T, Fig. 8, read off the plot"),
+    PaperRun("8B", 8e9, 1e12, "formats", {"nvfp4": "nvfp4", "mxfp4": "mxfp4"},
+             "training loss at 1T, Fig. 6a, stated in the text"),
+    PaperRun("12B", 12e9, 10e12, None, {}, "no BF16 run: its NVFP4 gap (Fig. 7) is to FP8"),
 )
 
 

@@ -158,21 +158,23 @@ def _fit_row(f: scaling.Fit) -> dict:
 def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> list[Part]:
     """Both laws at the paper's runs, and the paper's own relative gap where it reports this
     comparison; how far each lies beyond the data (the cells are the relative law's)."""
-    reported = (recipe, against) == ("nvfp4", "bf16")
     rows = []
     for run in scaling.PAPER_RUNS:
         rel, ab = (scaling.extrapolate(fits[f], run.params, run.tokens) for f in scaling.FORMS)
-        paper = f"{run.rel_gap * 100:+.1f}%" if reported and run.rel_gap is not None else "—"
+        paper = run.rel_gap(recipe, against)
         rows.append({"paper run": run.name, "N": f"{run.params:.3g}", "D": f"{run.tokens:.3g}",
                      "D/N": f"{run.tokens / run.params:,.0f}",
                      "relative law": f"{rel.gap * 100:+.3g}% [{rel.lo * 100:.3g}, "
                                      f"{rel.hi * 100:.3g}]",
-                     "paper": paper,
+                     "paper": "—" if paper is None else f"{paper * 100:+.1f}%",
                      "absolute law (nats)": f"{ab.gap:+.3g} [{ab.lo:.3g}, {ab.hi:.3g}]",
                      "how far": scaling.trust(fits["relative"], run.params, run.tokens)})
+    sources = "; ".join(f"{run.name}: {run.source}" for run in scaling.PAPER_RUNS)
     return ["The laws at the paper's runs (N: the paper's nominal total parameters; their "
             "non-embedding counts are at most 0.2 decades lower, model/presets.py):",
-            pd.DataFrame(rows)]
+            pd.DataFrame(rows),
+            f"The paper's relative gap ({sources}); between two FP4 recipes, from each one's "
+            "gap to BF16 in the same run (analysis/scaling.py, PaperRun)."]
 
 
 def index_md(folder: Path, link: str) -> list[Part]:

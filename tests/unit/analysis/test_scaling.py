@@ -262,15 +262,24 @@ def test_reach_counts_decades_outside_the_fitted_range():
     assert "short extrapolation" in trust(res, 1e7, 1e8)
 
 
-def test_paper_runs_carry_the_papers_relative_gaps_to_bf16():
+def test_paper_runs_carry_the_papers_relative_gaps():
     runs = {r.name: r for r in PAPER_RUNS}
     assert [(r.params, r.tokens) for r in PAPER_RUNS] == [(1.2e9, 1e12), (8e9, 1e12),
                                                          (12e9, 10e12)]
     # the paper's gap_pct = (ref - exp) / ref * 100 is -100 x our rel_gap
-    assert runs["8B"].rel_gap == pytest.approx(-load_paper("formats").values["nvfp4"] / 100)
-    assert runs["1.2B"].rel_gap == pytest.approx(
+    formats = load_paper("formats").values
+    assert runs["8B"].rel_gap("nvfp4", "bf16") == pytest.approx(-formats["nvfp4"] / 100)
+    assert runs["8B"].rel_gap("mxfp4", "bf16") == pytest.approx(-formats["mxfp4"] / 100)
+    assert runs["1.2B"].rel_gap("nvfp4", "bf16") == pytest.approx(
         -load_paper("cumulative").values["4_plus_sr"] / 100)
-    assert runs["12B"].rel_gap is None
+    # Fig. 6a: MXFP4 2.5% and NVFP4 1.5% above BF16, so L_mx / L_nv = 1.025 / 1.015
+    assert runs["8B"].rel_gap("mxfp4", "nvfp4") == pytest.approx(1.025 / 1.015 - 1)
+    assert runs["8B"].rel_gap("nvfp4", "mxfp4") == pytest.approx(1.015 / 1.025 - 1)
+    # no MXFP4 at 1.2B, no BF16 at 12B, no Quartet II anywhere
+    assert runs["1.2B"].rel_gap("mxfp4", "bf16") is None
+    assert runs["1.2B"].rel_gap("mxfp4", "nvfp4") is None
+    assert runs["12B"].rel_gap("nvfp4", "bf16") is None
+    assert runs["8B"].rel_gap("quartet_ii", "bf16") is None
 
 
 def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):

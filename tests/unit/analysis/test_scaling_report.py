@@ -134,6 +134,11 @@ def test_the_law_and_the_paper_beside_it(study):
     assert cells[:4] == ["1.2B", "1.2e+09", "1e+12", "833"]
     assert float(cells[4].split("%")[0]) == pytest.approx(100 * law, rel=0.02)
     assert cells[5] == "+2.1%"
+    # 8B: the paper's 1.5% beside the law; 12B: no BF16 run in the paper, nothing beside it
+    paper = {line.split("|")[1].strip(): line.split("|")[6].strip()
+             for line in report.splitlines() if line.startswith(("| 8B |", "| 12B |"))}
+    assert paper == {"8B": "+1.5%", "12B": "—"}
+    assert "(1.2B: validation loss at 1T, Fig. 8" in report
     for form in ("relative", "absolute", "residuals"):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
 
