@@ -42,7 +42,6 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .paper import load_paper  # noqa: E402
 from .stats import mean_ci  # noqa: E402
 
 FORMS = {"relative": "rel_gap", "absolute": "abs_gap"}
@@ -50,41 +49,6 @@ LEVEL = 0.95
 RESAMPLES = 2000
 SEED = 31                      # the issue's number: the published intervals regenerate from it
 _KEYS = ["size", "params", "tokens", "seed"]
-
-
-@dataclass(frozen=True)
-class PaperRun:
-    """One of the paper's runs to extrapolate to. ``params`` is the paper's nominal size: total
-    parameters, not the non-embedding N the fit is in. ``arms`` maps our recipe to its label in
-    the paper file ``paper`` (nvfp4_lab/paper/<paper>.yaml), whose values are that arm's gap to
-    BF16 in this run; no file: the paper has no BF16 run at this size."""
-
-    name: str
-    params: float
-    tokens: float
-    paper: str | None
-    arms: dict[str, str]
-    source: str
-
-    def rel_gap(self, recipe: str, against: str) -> float | None:
-        """(L_recipe - L_against) / L_against as the paper reports it; None where it does not.
-        From each arm's r = -gap_pct / 100 to BF16: (1 + r_recipe) / (1 + r_against) - 1."""
-        if self.paper is None:
-            return None
-        values = load_paper(self.paper).values
-        r = {"bf16": 0.0} | {ours: -values[label] / 100 for ours, label in self.arms.items()}
-        if recipe not in r or against not in r:
-            return None
-        return (1 + r[recipe]) / (1 + r[against]) - 1
-
-
-PAPER_RUNS = (
-    PaperRun("1.2B", 1.2e9, 1e12, "cumulative", {"nvfp4": "4_plus_sr"},
-             "validation loss at 1T, Fig. 8, read off the plot"),
-    PaperRun("8B", 8e9, 1e12, "formats", {"nvfp4": "nvfp4", "mxfp4": "mxfp4"},
-             "training loss at 1T, Fig. 6a, stated in the text"),
-    PaperRun("12B", 12e9, 10e12, None, {}, "no BF16 run: its NVFP4 gap (Fig. 7) is to FP8"),
-)
 
 
 @dataclass(frozen=True)
@@ -120,6 +84,11 @@ class Fit:
     seed: int
     draws: np.ndarray = field(compare=False, repr=False)
 
+    def law(self, params, tpp) -> np.ndarray:
+        """The fitted gap k (D/N)^a N^b at N = ``params`` and D/N = ``tpp``."""
+        return self.k * np.asarray(tpp, dtype=float) ** self.a * np.asarray(
+            params, dtype=float) ** self.b
+
 
 @dataclass(frozen=True)
 class FormChoice:
@@ -142,16 +111,6 @@ class Prediction:
     gap: float
     lo: float
     hi: float
-
-
-@dataclass(frozen=True)
-class Reach:
-    """How many decades a target lies outside the fitted N and D/N, and the fitted spans."""
-
-    n_outside: float
-    tpp_outside: float
-    n_span: float
-    tpp_span: float
 
 
 def _runs_of(runs: pd.DataFrame, recipe: str) -> pd.DataFrame:
@@ -307,39 +266,9 @@ def extrapolate(fit: Fit, params: float, tokens: float, level: float = LEVEL) ->
     """The law's gap k (D/N)^a N^b at ``params``, ``tokens``, and the percentile interval at
     ``level`` of the bootstrap refits' predictions there."""
     x = _design([params], [tokens / params])[0]
-    gap = fit.k * (tokens / params) ** fit.a * params ** fit.b
+    gap = float(fit.law(params, tokens / params))
     lo, hi = np.exp(_interval(fit.draws @ x, level))
     return Prediction(fit.form, params, tokens, gap, float(lo), float(hi))
-
-
-def _decades_outside(values, x: float) -> float:
-    """Decades from ``x`` to the range of ``values`` (0 inside it)."""
-    return max(0.0, math.log10(x / max(values)), math.log10(min(values) / x))
-
-
-def reach(fit: Fit, params: float, tokens: float) -> Reach:
-    """Decades a target (params, tokens) lies outside the fitted N and D/N, and their spans."""
-    n, tpp = [c.params for c in fit.cells], [c.tpp for c in fit.cells]
-    return Reach(_decades_outside(n, params), _decades_outside(tpp, tokens / params),
-                 math.log10(max(n) / min(n)), math.log10(max(tpp) / min(tpp)))
-
-
-def trust(fit: Fit, params: float, tokens: float) -> str:
-    """One plain sentence on how far the law's prediction at (params, tokens) can be trusted:
-    by how many decades it leaves the fitted N and D/N, against how many those span."""
-    r = reach(fit, params, tokens)
-    target = f"N = {params:.3g} at D/N = {tokens / params:.3g}"
-    if max(r.n_outside, r.tpp_outside) == 0:
-        return (f"{target} lies inside the fitted range: an interpolation, good to about the "
-                f"fit's residual RMS of {fit.rms:.2g} in log gap.")
-    where = (f"{target} lies {r.n_outside:.1f} decades beyond the fitted N and "
-             f"{r.tpp_outside:.1f} beyond the fitted D/N, which span {r.n_span:.1f} and "
-             f"{r.tpp_span:.1f} decades")
-    if r.n_outside <= r.n_span and r.tpp_outside <= r.tpp_span:
-        return (f"{where}: a short extrapolation, whose interval covers seed noise only, not "
-                f"a bend in the law beyond the data.")
-    return (f"{where}: further out than the data reach, where the law is untested and the "
-            f"interval covers seed noise only, so trust the order of magnitude at best.")
 
 
 def _tpp_axis(ax, tpp) -> None:
@@ -360,13 +289,12 @@ def _save(fig, path) -> plt.Figure:
     return fig
 
 
-def plot_gaps(gaps: pd.DataFrame, form: str, path) -> plt.Figure:
-    """The ``form`` gap against D/N (log x), one line per size: cell means with their seed
-    t intervals as error bars (label: the size) and the fitted law dashed (gid "law"). Each
+def plot_gaps(gaps: pd.DataFrame, fit: Fit, path) -> plt.Figure:
+    """The gap of ``fit``'s form against D/N (log x), one line per size: cell means with their
+    seed t intervals as error bars (label: the size) and the law dashed (gid "law"). Each
     size is drawn a few points aside (its data stay where they are) so that sizes at one D/N
     do not hide each other's bars."""
-    table = cell_table(gaps, form)
-    coef, _, _ = _point_fit(table)
+    table = cell_table(gaps, fit.form)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axhline(0.0, color="0.6", lw=0.8)
     groups, shown = table.groupby(["params", "size"], sort=True), []
@@ -377,7 +305,7 @@ def plot_gaps(gaps: pd.DataFrame, form: str, path) -> plt.Figure:
         bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size,
                            transform=aside)
         grid = np.geomspace(cell["tpp"].min(), cell["tpp"].max(), 50)
-        law = np.exp(_design(np.full(grid.size, params), grid) @ coef)
+        law = fit.law(params, grid)
         ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law",
                 transform=aside)
         shown += [np.column_stack([cell["tpp"], cell[k].fillna(cell["mean"])])
@@ -386,8 +314,9 @@ def plot_gaps(gaps: pd.DataFrame, form: str, path) -> plt.Figure:
     ax.update_datalim(np.vstack(shown))
     ax.autoscale_view()
     _tpp_axis(ax, table["tpp"])
-    ax.set_ylabel({"relative": "(L_FP4 - L_BF16) / L_BF16", "absolute": "L_FP4 - L_BF16"}[form])
-    ax.set_title(f"{form} gap; dashed: k (D/N)^a N^b, a = {coef[1]:.3g}, b = {coef[2]:.3g}")
+    ax.set_ylabel({"relative": "(L_FP4 - L_BF16) / L_BF16",
+                   "absolute": "L_FP4 - L_BF16"}[fit.form])
+    ax.set_title(f"{fit.form} gap; dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
     ax.legend(title="model size (bars: 95% t over seeds)", frameon=False, fontsize=8)
     return _save(fig, path)
 

@@ -17,7 +17,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from . import scaling
+from . import extrapolation, scaling
 
 COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
 CELL = ("train.tokens_per_param", "model")      # the grid's keys a pending run is listed by
@@ -121,7 +121,7 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
         return [*parts, f"No law fitted yet: {err}."]
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for form in scaling.FORMS:
-        scaling.plot_gaps(gaps, form, out / "figures" / f"scaling_{name}_{form}.png")
+        scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png")
     choice = scaling.better_form(fits["relative"], fits["absolute"])
     best = fits[choice.form]
     scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png")
@@ -159,7 +159,7 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
     """Both laws at the paper's runs, and the paper's own relative gap where it reports this
     comparison; how far each lies beyond the data (the cells are the relative law's)."""
     rows = []
-    for run in scaling.PAPER_RUNS:
+    for run in extrapolation.PAPER_RUNS:
         rel, ab = (scaling.extrapolate(fits[f], run.params, run.tokens) for f in scaling.FORMS)
         paper = run.rel_gap(recipe, against)
         rows.append({"paper run": run.name, "N": f"{run.params:.3g}", "D": f"{run.tokens:.3g}",
@@ -168,13 +168,13 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
                                      f"{rel.hi * 100:.3g}]",
                      "paper": "—" if paper is None else f"{paper * 100:+.1f}%",
                      "absolute law (nats)": f"{ab.gap:+.3g} [{ab.lo:.3g}, {ab.hi:.3g}]",
-                     "how far": scaling.trust(fits["relative"], run.params, run.tokens)})
-    sources = "; ".join(f"{run.name}: {run.source}" for run in scaling.PAPER_RUNS)
+                     "how far": extrapolation.trust(fits["relative"], run.params, run.tokens)})
+    sources = "; ".join(f"{run.name}: {run.source}" for run in extrapolation.PAPER_RUNS)
     return ["The laws at the paper's runs (N: the paper's nominal total parameters; their "
             "non-embedding counts are at most 0.2 decades lower, model/presets.py):",
             pd.DataFrame(rows),
             f"The paper's relative gap ({sources}); between two FP4 recipes, from each one's "
-            "gap to BF16 in the same run (analysis/scaling.py, PaperRun)."]
+            "gap to BF16 in the same run (analysis/extrapolation.py, PaperRun)."]
 
 
 def index_md(folder: Path, link: str) -> list[Part]:

@@ -20,7 +20,7 @@ from nvfp4_lab.configs import conf_dir, paper_dir
 
 CONF = conf_dir()
 ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
-# the studies' paper numbers are the runs they extrapolate to (analysis/scaling.py PAPER_RUNS)
+# the studies' paper numbers are the runs they extrapolate to (analysis/extrapolation.py PAPER_RUNS)
 WITH_PAPER = [a for a in ABLATIONS if a != "smoke" and a not in STUDIES]
 PAPER_FILES = sorted(p.stem for p in paper_dir().glob("*.yaml"))
 

@@ -5,11 +5,20 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from helpers.scaling_runs import (
+    SIZES,
+    TPP,
+    A,
+    B,
+    K,
+    bf16_loss,
+    hand_cell_means,
+    lstsq_law,
+    make_runs,
+)
 from scipy import stats
 
-from nvfp4_lab.analysis.paper import load_paper
 from nvfp4_lab.analysis.scaling import (
-    PAPER_RUNS,
     better_form,
     cell_table,
     extrapolate,
@@ -17,55 +26,7 @@ from nvfp4_lab.analysis.scaling import (
     paired_gaps,
     plot_gaps,
     plot_residuals,
-    reach,
-    trust,
 )
-
-SIZES = {"s100k": 1e5, "s300k": 3e5, "s800k": 8e5, "s2m": 2e6}
-TPP = (2, 5, 10, 20, 40)
-K, A, B = 0.5, 0.3, -0.2
-
-
-def bf16_loss(params, tokens):
-    """A Chinchilla-like loss from 2.0 to 11.5 over the grid: its log is far from linear in
-    log N and log D (least-squares residual RMS 0.10), so a relative and an absolute power law
-    in the gap cannot both fit."""
-    return 1.5 + 8.0 * (params / 1e5) ** -1.0 + 2.0 * (tokens / 2e5) ** -0.5
-
-
-def make_runs(sigma=0.1, seeds=3, form="relative", sizes=SIZES, tpps=TPP, data_seed=0):
-    """BF16 and NVFP4 runs; the ``form`` gap of each seed is K (D/N)^A N^B exp(sigma z)."""
-    rng = np.random.default_rng(data_seed)
-    rows = []
-    for size, n in sizes.items():
-        for tpp in tpps:
-            tokens = int(tpp * n)
-            ref = bf16_loss(n, tokens)
-            for seed in range(seeds):
-                gap = K * tpp ** A * n ** B * math.exp(sigma * rng.standard_normal())
-                fp4 = ref * (1 + gap) if form == "relative" else ref + gap
-                rows += [{"size": size, "params": int(n), "tokens": tokens, "recipe": r,
-                          "seed": seed, "loss": loss} for r, loss in (("bf16", ref),
-                                                                      ("nvfp4", fp4))]
-    return pd.DataFrame(rows)
-
-
-def hand_cell_means(runs, form):
-    """Cell means of the gap computed straight from the runs, keyed (size, tpp)."""
-    wide = runs.pivot_table(index=["size", "params", "tokens", "seed"], columns="recipe",
-                            values="loss").reset_index()
-    gap = wide["nvfp4"] - wide["bf16"]
-    wide["g"] = gap / wide["bf16"] if form == "relative" else gap
-    wide["tpp"] = wide["tokens"] / wide["params"]
-    return wide.groupby(["size", "params", "tpp"])["g"].mean()
-
-
-def lstsq_law(means):
-    """(log k, a, b) by numpy's least squares on the logs of the cell means."""
-    params = means.index.get_level_values("params").to_numpy(dtype=float)
-    tpp = means.index.get_level_values("tpp").to_numpy(dtype=float)
-    x = np.column_stack([np.ones(len(means)), np.log(tpp), np.log(params)])
-    return np.linalg.lstsq(x, np.log(means.to_numpy()), rcond=None)[0]
 
 
 def test_paired_gaps_pairs_by_size_tokens_and_seed_and_drops_the_unpaired():
@@ -249,42 +210,10 @@ def test_extrapolate_is_the_law_by_hand_inside_its_bootstrap_interval():
         K * (1e12 / 1.2e9) ** A * 1.2e9 ** B, rel=1e-8)
 
 
-def test_reach_counts_decades_outside_the_fitted_range():
-    res = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=10)
-    far = reach(res, 1.2e9, 1e12)             # N 1e5..2e6, D/N 2..40 fitted
-    assert far.n_outside == pytest.approx(math.log10(1.2e9 / 2e6))
-    assert far.tpp_outside == pytest.approx(math.log10(1e12 / 1.2e9 / 40))
-    assert (far.n_span, far.tpp_span) == pytest.approx((math.log10(20), math.log10(20)))
-    assert "2.8 decades" in trust(res, 1.2e9, 1e12) and "order of magnitude" in trust(
-        res, 1.2e9, 1e12)
-    assert reach(res, 5e4, 5e4 * 10).n_outside == pytest.approx(math.log10(2))
-    assert "interpolation" in trust(res, 5e5, 5e6)
-    assert "short extrapolation" in trust(res, 1e7, 1e8)
-
-
-def test_paper_runs_carry_the_papers_relative_gaps():
-    runs = {r.name: r for r in PAPER_RUNS}
-    assert [(r.params, r.tokens) for r in PAPER_RUNS] == [(1.2e9, 1e12), (8e9, 1e12),
-                                                         (12e9, 10e12)]
-    # the paper's gap_pct = (ref - exp) / ref * 100 is -100 x our rel_gap
-    formats = load_paper("formats").values
-    assert runs["8B"].rel_gap("nvfp4", "bf16") == pytest.approx(-formats["nvfp4"] / 100)
-    assert runs["8B"].rel_gap("mxfp4", "bf16") == pytest.approx(-formats["mxfp4"] / 100)
-    assert runs["1.2B"].rel_gap("nvfp4", "bf16") == pytest.approx(
-        -load_paper("cumulative").values["4_plus_sr"] / 100)
-    # Fig. 6a: MXFP4 2.5% and NVFP4 1.5% above BF16, so L_mx / L_nv = 1.025 / 1.015
-    assert runs["8B"].rel_gap("mxfp4", "nvfp4") == pytest.approx(1.025 / 1.015 - 1)
-    assert runs["8B"].rel_gap("nvfp4", "mxfp4") == pytest.approx(1.015 / 1.025 - 1)
-    # no MXFP4 at 1.2B, no BF16 at 12B, no Quartet II anywhere
-    assert runs["1.2B"].rel_gap("mxfp4", "bf16") is None
-    assert runs["1.2B"].rel_gap("mxfp4", "nvfp4") is None
-    assert runs["12B"].rel_gap("nvfp4", "bf16") is None
-    assert runs["8B"].rel_gap("quartet_ii", "bf16") is None
-
-
 def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
     runs = make_runs(sigma=0.0)
-    fig = plot_gaps(paired_gaps(runs, "nvfp4"), "relative", tmp_path / "gaps.png")
+    gaps = paired_gaps(runs, "nvfp4")
+    fig = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png")
     means = hand_cell_means(runs, "relative")
     bars = fig.axes[0].containers
     assert [b.get_label() for b in bars] == list(SIZES)
@@ -303,7 +232,7 @@ def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
 def test_gap_figure_sets_sizes_apart_on_screen_and_shows_every_bar_whole(tmp_path):
     runs = make_runs(sigma=0.3)
     gaps = paired_gaps(runs, "nvfp4")
-    ax = plot_gaps(gaps, "relative", tmp_path / "gaps.png").axes[0]
+    ax = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png").axes[0]
     screen_x = [bar.lines[0].get_transform().transform([(2.0, 0.0)])[0, 0]
                 for bar in ax.containers]
     assert np.all(np.diff(screen_x) > 0)            # one D/N: the sizes left to right

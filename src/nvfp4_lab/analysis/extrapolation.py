@@ -1,0 +1,94 @@
+"""Where the paper's runs lie against a fitted scaling law (``analysis/scaling.py``): the runs,
+the gaps the paper reports in them, and how far beyond the fitted cells each lies.
+
+A target at N and D/N lies
+
+    outside = max(0, log10(x / max fitted), log10(min fitted / x))
+
+decades outside the fitted range of each, x its N or D/N, against the fitted span
+log10(max / min). Inside both: an interpolation. Outside, but by no more than the span: a short
+extrapolation. Further: the law is untested there, and its bootstrap interval covers seed noise
+only, not a bend in the law beyond the data.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .paper import load_paper
+from .scaling import Fit
+
+
+@dataclass(frozen=True)
+class PaperRun:
+    """One of the paper's runs to extrapolate to. ``params`` is the paper's nominal size: total
+    parameters, not the non-embedding N the fit is in. ``arms`` maps our recipe to its label in
+    the paper file ``paper`` (nvfp4_lab/paper/<paper>.yaml), whose values are that arm's gap to
+    BF16 in this run; no file: the paper has no BF16 run at this size."""
+
+    name: str
+    params: float
+    tokens: float
+    paper: str | None
+    arms: dict[str, str]
+    source: str
+
+    def rel_gap(self, recipe: str, against: str) -> float | None:
+        """(L_recipe - L_against) / L_against as the paper reports it; None where it does not.
+        From each arm's r = -gap_pct / 100 to BF16: (1 + r_recipe) / (1 + r_against) - 1."""
+        if self.paper is None:
+            return None
+        values = load_paper(self.paper).values
+        r = {"bf16": 0.0} | {ours: -values[label] / 100 for ours, label in self.arms.items()}
+        if recipe not in r or against not in r:
+            return None
+        return (1 + r[recipe]) / (1 + r[against]) - 1
+
+
+PAPER_RUNS = (
+    PaperRun("1.2B", 1.2e9, 1e12, "cumulative", {"nvfp4": "4_plus_sr"},
+             "validation loss at 1T, Fig. 8, read off the plot"),
+    PaperRun("8B", 8e9, 1e12, "formats", {"nvfp4": "nvfp4", "mxfp4": "mxfp4"},
+             "training loss at 1T, Fig. 6a, stated in the text"),
+    PaperRun("12B", 12e9, 10e12, None, {}, "no BF16 run: its NVFP4 gap (Fig. 7) is to FP8"),
+)
+
+
+@dataclass(frozen=True)
+class Reach:
+    """How many decades a target lies outside the fitted N and D/N, and the fitted spans."""
+
+    n_outside: float
+    tpp_outside: float
+    n_span: float
+    tpp_span: float
+
+
+def _decades_outside(values, x: float) -> float:
+    """Decades from ``x`` to the range of ``values`` (0 inside it)."""
+    return max(0.0, math.log10(x / max(values)), math.log10(min(values) / x))
+
+
+def reach(fit: Fit, params: float, tokens: float) -> Reach:
+    """Decades a target (params, tokens) lies outside the fitted N and D/N, and their spans."""
+    n, tpp = [c.params for c in fit.cells], [c.tpp for c in fit.cells]
+    return Reach(_decades_outside(n, params), _decades_outside(tpp, tokens / params),
+                 math.log10(max(n) / min(n)), math.log10(max(tpp) / min(tpp)))
+
+
+def trust(fit: Fit, params: float, tokens: float) -> str:
+    """One plain sentence on how far the law's prediction at (params, tokens) can be trusted:
+    by how many decades it leaves the fitted N and D/N, against how many those span."""
+    r = reach(fit, params, tokens)
+    target = f"N = {params:.3g} at D/N = {tokens / params:.3g}"
+    if max(r.n_outside, r.tpp_outside) == 0:
+        return (f"{target} lies inside the fitted range: an interpolation, good to about the "
+                f"fit's residual RMS of {fit.rms:.2g} in log gap.")
+    where = (f"{target} lies {r.n_outside:.1f} decades beyond the fitted N and "
+             f"{r.tpp_outside:.1f} beyond the fitted D/N, which span {r.n_span:.1f} and "
+             f"{r.tpp_span:.1f} decades")
+    if r.n_outside <= r.n_span and r.tpp_outside <= r.tpp_span:
+        return (f"{where}: a short extrapolation, whose interval covers seed noise only, not "
+                f"a bend in the law beyond the data.")
+    return (f"{where}: further out than the data reach, where the law is untested and the "
+            f"interval covers seed noise only, so trust the order of magnitude at best.")

@@ -1,0 +1,43 @@
+"""analysis.extrapolation: the paper's runs and their gaps, and how far a law fitted on a
+synthetic study (helpers/scaling_runs.py) reaches them."""
+import math
+
+import pytest
+from helpers.scaling_runs import make_runs
+
+from nvfp4_lab.analysis.extrapolation import PAPER_RUNS, reach, trust
+from nvfp4_lab.analysis.paper import load_paper
+from nvfp4_lab.analysis.scaling import fit, paired_gaps
+
+
+def test_reach_counts_decades_outside_the_fitted_range():
+    res = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=10)
+    far = reach(res, 1.2e9, 1e12)             # N 1e5..2e6, D/N 2..40 fitted
+    assert far.n_outside == pytest.approx(math.log10(1.2e9 / 2e6))
+    assert far.tpp_outside == pytest.approx(math.log10(1e12 / 1.2e9 / 40))
+    assert (far.n_span, far.tpp_span) == pytest.approx((math.log10(20), math.log10(20)))
+    assert "2.8 decades" in trust(res, 1.2e9, 1e12) and "order of magnitude" in trust(
+        res, 1.2e9, 1e12)
+    assert reach(res, 5e4, 5e4 * 10).n_outside == pytest.approx(math.log10(2))
+    assert "interpolation" in trust(res, 5e5, 5e6)
+    assert "short extrapolation" in trust(res, 1e7, 1e8)
+
+
+def test_paper_runs_carry_the_papers_relative_gaps():
+    runs = {r.name: r for r in PAPER_RUNS}
+    assert [(r.params, r.tokens) for r in PAPER_RUNS] == [(1.2e9, 1e12), (8e9, 1e12),
+                                                         (12e9, 10e12)]
+    # the paper's gap_pct = (ref - exp) / ref * 100 is -100 x our rel_gap
+    formats = load_paper("formats").values
+    assert runs["8B"].rel_gap("nvfp4", "bf16") == pytest.approx(-formats["nvfp4"] / 100)
+    assert runs["8B"].rel_gap("mxfp4", "bf16") == pytest.approx(-formats["mxfp4"] / 100)
+    assert runs["1.2B"].rel_gap("nvfp4", "bf16") == pytest.approx(
+        -load_paper("cumulative").values["4_plus_sr"] / 100)
+    # Fig. 6a: MXFP4 2.5% and NVFP4 1.5% above BF16, so L_mx / L_nv = 1.025 / 1.015
+    assert runs["8B"].rel_gap("mxfp4", "nvfp4") == pytest.approx(1.025 / 1.015 - 1)
+    assert runs["8B"].rel_gap("nvfp4", "mxfp4") == pytest.approx(1.015 / 1.025 - 1)
+    # no MXFP4 at 1.2B, no BF16 at 12B, no Quartet II anywhere
+    assert runs["1.2B"].rel_gap("mxfp4", "bf16") is None
+    assert runs["1.2B"].rel_gap("mxfp4", "nvfp4") is None
+    assert runs["12B"].rel_gap("nvfp4", "bf16") is None
+    assert runs["8B"].rel_gap("quartet_ii", "bf16") is None
