@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from . import verdicts as v
-from .claims import ClaimResult, Sweep
+from .claims import ClaimResult, Sweep, Table
 
 
 def _design(sweep: Sweep) -> tuple:
@@ -36,10 +36,10 @@ def _seeds(sweep: Sweep) -> int:
     return int(sweep.runs["seed"].nunique())
 
 
-def superseding(tables: dict[str, list[Sweep]], v2: str) -> dict[str, Sweep]:
+def superseding(v2: dict[Table, list[Sweep]]) -> dict[str, Sweep]:
     """Each design-v2 sweep that another of the same ablation and model with more seeds
     replaces, with that one (the most seeds of the group)."""
-    sweeps = [s for t, ss in tables.items() if t.startswith(v2) for s in ss]
+    sweeps = [s for ss in v2.values() for s in ss]
     out = {}
     for s in sweeps:
         best = max((o for o in sweeps if _design(o) == _design(s)), key=_seeds)
@@ -48,24 +48,24 @@ def superseding(tables: dict[str, list[Sweep]], v2: str) -> dict[str, Sweep]:
     return out
 
 
-def supersede(tested: dict[str, list[ClaimResult]], replaced: dict[str, Sweep]
-              ) -> dict[str, list[ClaimResult]]:
+def supersede(tested: dict[Table, list[ClaimResult]], replaced: dict[str, Sweep]
+              ) -> dict[Table, list[ClaimResult]]:
     """``tested`` with the claims of each replaced sweep marked with the sweep replacing it."""
     return {t: [replace(r, superseded_by=f"{replaced[r.sweep].name} "
                                          f"({_seeds(replaced[r.sweep])} seeds)")
                 if r.sweep in replaced else r for r in rs] for t, rs in tested.items()}
 
 
-def current_answers(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]],
-                    v2: str) -> list[tuple[Sweep, ClaimResult]]:
-    """Each v1 claim at its latest design, with its sweep: a claim tested again by a table
-    whose name starts with ``v2`` (the same ablation, the same model) takes that result; a
-    claim whose arms that table did not run keeps v1's."""
-    def pair(t: str, r: ClaimResult) -> tuple[Sweep, ClaimResult]:
+def current_answers(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]],
+                    v1: Table, v2: list[Table]) -> list[tuple[Sweep, ClaimResult]]:
+    """Each claim of table ``v1`` at its latest design, with its sweep: a claim tested again by
+    a table of ``v2`` (the same ablation, the same model) takes that result; a claim whose arms
+    that table did not run keeps v1's."""
+    def pair(t: Table, r: ClaimResult) -> tuple[Sweep, ClaimResult]:
         return next(s for s in tables[t] if s.name == r.sweep), r
 
-    latest = {_key(*pair("v1", r)): pair("v1", r) for r in tested["v1"]}
-    for t in (t for t in tables if t.startswith(v2)):
+    latest = {_key(*pair(v1, r)): pair(v1, r) for r in tested[v1]}
+    for t in v2:
         latest.update({k: pair(t, r) for r in tested[t] if r.test is not None
                        and not r.superseded_by and (k := _key(*pair(t, r))) in latest})
     return list(latest.values())

@@ -35,6 +35,18 @@ METRICS = {"final_val_loss": "final validation loss",
 
 
 @dataclass(frozen=True)
+class Table:
+    """One table of the results index: its design ("v1", "beyond", "v2") and, for a design-v2
+    table, its folder under results/v2/ (each is one model, with its own comparison classes)."""
+
+    design: str
+    folder: str | None = None
+
+    def __str__(self) -> str:
+        return self.design if self.folder is None else f"{self.design} {self.folder}"
+
+
+@dataclass(frozen=True)
 class Sweep:
     """One published sweep: its folder, its paper entry, its runs and what diverged."""
 
@@ -177,8 +189,8 @@ def _cls(sweep: Sweep, claim: Claim) -> str:
         else f"{sweep.name}: {vs}"
 
 
-def evaluate(tables: dict[str, list[Sweep]], metric: str = "final_val_loss"
-             ) -> tuple[dict[str, list[ClaimResult]], list[v.Pool]]:
+def evaluate(tables: dict[Table, list[Sweep]], metric: str = "final_val_loss"
+             ) -> tuple[dict[Table, list[ClaimResult]], list[v.Pool]]:
     """Test every claim of every sweep, table by table; each sweep's claims form its two
     comparison classes; Holm and BH run over all tested claims of all tables. Returns the
     results by table, in the sweeps' and claims' order, and the pools."""

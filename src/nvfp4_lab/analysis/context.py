@@ -57,10 +57,9 @@ def _rows(published: pd.DataFrame, claim) -> pd.DataFrame:
                      & published["superseded_by"].isna()]
 
 
-def source(table: str, sweep: str) -> str:
-    """Where a claim row comes from, as the index names it: the table, then the sweep unless
-    the table's last word is the sweep already (a design-v2 table is named after its sweep)."""
-    return table if table.split(" ")[-1] == sweep else f"{table} {sweep}"
+def source(design: str, sweep: str) -> str:
+    """Where a claim row comes from, as the index names it: its design, then its sweep."""
+    return f"{design} {sweep}"
 
 
 def _spread_row(rows: pd.DataFrame, model: str | None) -> pd.Series:

@@ -25,7 +25,7 @@ import yaml
 from . import figures, scaling_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
-from .claims import METRICS, ClaimResult, Sweep, evaluate, load_sweep, tally
+from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import load_paper
 from .report import markdown, models_text, scale_text
@@ -43,7 +43,8 @@ BEYOND_PAPER = ("recipes",)
 STUDIES = ("scaling",)
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
 SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
-V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps
+V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps, one table each
+V1, BEYOND = Table("v1"), Table("beyond")
 
 
 def sweep_command(folder: Path) -> str:
@@ -201,10 +202,10 @@ def _sweeps(results: Path, names: tuple[str, ...], paper_dir) -> tuple[list[Swee
             [n for n in names if n not in published])
 
 
-def _v2_tables(results: Path, paper_dir) -> dict[str, list[Sweep]]:
+def _v2_tables(results: Path, paper_dir) -> dict[Table, list[Sweep]]:
     """One table per design-v2 folder (each is one model: its own comparison classes)."""
     folders = sorted(p.parent for p in (results / V2).glob("*/multirun.yaml"))
-    return {f"{V2} {f.name}": [load_sweep(f, paper_dir)] for f in folders}
+    return {Table(V2, f.name): [load_sweep(f, paper_dir)] for f in folders}
 
 
 def _scale_rows(sweeps: list[Sweep], link_root: str = "") -> list[str]:
@@ -220,11 +221,12 @@ def _pools_md(pools: list[v.Pool]) -> str:
             "|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
-def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimResult]]) -> str:
+def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[ClaimResult]]
+                 ) -> str:
     """Claims tested in more than one sweep, with the machine of each: where the machines
     differ, so may the float sums, and a gap is not comparable bit for bit."""
     by_name = _by_name(tables)
-    seen: dict[str, list[tuple[str, ClaimResult]]] = {}
+    seen: dict[str, list[tuple[Table, ClaimResult]]] = {}
     for t, rs in results.items():
         for r in rs:
             if r.test is not None:
@@ -234,7 +236,7 @@ def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimRe
         if len(where) < 2:
             continue
         machines = {by_name[(t, r.sweep)].machine for t, r in where}
-        cells = "; ".join(f"{source(t, r.sweep)} ({by_name[(t, r.sweep)].machine}): "
+        cells = "; ".join(f"{source(t.design, r.sweep)} ({by_name[(t, r.sweep)].machine}): "
                           f"{_num(r.test.mean)}" for t, r in where)
         lines.append(f"| `{claim}` | {cells} | "
                      f"{'different machines' if len(machines) > 1 else 'one machine'} |")
@@ -242,26 +244,26 @@ def _machines_md(tables: dict[str, list[Sweep]], results: dict[str, list[ClaimRe
             + "\n".join(lines)) if lines else ""
 
 
-def forest_table(tested: dict[str, list[ClaimResult]]) -> pd.DataFrame:
+def forest_table(tested: dict[Table, list[ClaimResult]]) -> pd.DataFrame:
     """The headline figure's data: every counted claim with an interval, by table."""
-    rows = [{"label": f"{source(t, r.sweep)}: {r.claim}", "mean": r.test.mean, "lo": r.test.lo,
-             "hi": r.test.hi, "verdict": r.verdict,
+    rows = [{"label": f"{source(t.design, r.sweep)}: {r.claim}", "mean": r.test.mean,
+             "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
              "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
             for t, rs in tested.items() for r in rs if r.counted and r.test is not None]
     return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
 
 
-def _by_name(tables: dict[str, list[Sweep]]) -> dict[tuple[str, str], Sweep]:
+def _by_name(tables: dict[Table, list[Sweep]]) -> dict[tuple[Table, str], Sweep]:
     """(table, sweep name) -> the sweep, as ClaimResults name them."""
     return {(t, s.name): s for t, ss in tables.items() for s in ss}
 
 
-def claims_table(tables: dict[str, list[Sweep]], tested: dict[str, list[ClaimResult]]
+def claims_table(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]]
                  ) -> pd.DataFrame:
     """Every tested claim as data (``results/claims.csv``): the interval of its verdict, the
     claim's own per-seed spread, the sweep's machine and scale, the sweep superseding it."""
     sweeps = _by_name(tables)
-    rows = [{"table": t, "sweep": r.sweep, "claim": str(r.claim), "kind": r.claim.kind,
+    rows = [{"table": t.design, "sweep": r.sweep, "claim": str(r.claim), "kind": r.claim.kind,
              "n": r.n, "mean": r.test.mean, "sd": float(np.std(r.gaps, ddof=1)),
              "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
              "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
@@ -279,13 +281,13 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     ablations, pending = _sweeps(results, ABLATIONS, paper_dir)
     beyond, beyond_pending = _sweeps(results, BEYOND_PAPER, paper_dir)
     v2 = _v2_tables(results, paper_dir)
-    tables = {"v1": ablations, "beyond": beyond, **v2}
+    tables = {V1: ablations, BEYOND: beyond, **v2}
     tested, pools = evaluate(tables)
-    replaced = superseding(v2, V2)
+    replaced = superseding(v2)
     tested = supersede(tested, replaced)
-    current = current_answers(tables, tested, V2)
+    current = current_answers(tables, tested, V1, list(v2))
     flat = [r for rs in tested.values() for r in rs]
-    v1_flat = tested["v1"]
+    v1_flat = tested[V1]
     testable = [r for r in v1_flat if r.counted]
     figures.save(figures.forest_figure(forest_table(tested)), results / "figures", "forest",
                  pdf=False)
@@ -326,9 +328,9 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         "## Beyond the paper: the published FP4 recipes on equal terms\n\n"
         "Each source's claim, tested over our arms as above; the sources measured at their own "
         "scales against their own baselines (nvfp4_lab/paper/<sweep>.yaml names them). "
-        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested['beyond'])}."
+        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested[BEYOND])}."
         "\n\n" + TABLE_HEAD + "\n"
-        + "\n".join(_rows(beyond, tested["beyond"]) + _pending_rows(beyond_pending, paper_dir)),
+        + "\n".join(_rows(beyond, tested[BEYOND]) + _pending_rows(beyond_pending, paper_dir)),
         _v2_md(v2, tested, replaced),
         to_buy_md(current),
         "## Comparison classes\n\nThe claims whose paired gaps share one spread "
@@ -354,7 +356,7 @@ def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],
             else tally(tested))
 
 
-def _v2_md(v2: dict[str, list[Sweep]], primary: dict[str, list[ClaimResult]],
+def _v2_md(v2: dict[Table, list[Sweep]], primary: dict[Table, list[ClaimResult]],
            replaced: dict[str, Sweep]) -> str:
     """The design-v2 tables: the primary metric's verdicts (Holm over the whole page), then
     the paper's metric's (Holm over v2's claims); a superseded sweep's rows say so."""

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from nvfp4_lab.analysis.context import CLAIM_COLUMNS, context_md, one_run_share, shipped, source
+from nvfp4_lab.analysis.context import CLAIM_COLUMNS, context_md, one_run_share, shipped
 from nvfp4_lab.analysis.paper import load_paper
 from nvfp4_lab.analysis.report import write_report
 
@@ -79,7 +79,7 @@ def test_quickstart_report_places_its_gaps_beside_the_published_ones(runs_factor
     assert f"this run {(3.03 - 3.036) / 3.03 * 100:+.2f}%" in section
     rows = shipped()
     for r in rows[rows["claim"] == "bf16 < nvfp4"].itertuples():
-        name = r.table if r.table == f"v2 {r.sweep}" else f"{r.table} {r.sweep}"
+        name = f"{r.table} {r.sweep}"
         shown = f"; {name} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}]" in section.replace(
             "Published: ", "; ")
         assert shown == pd.isna(r.superseded_by), (name, r.superseded_by)
@@ -88,12 +88,3 @@ def test_quickstart_report_places_its_gaps_beside_the_published_ones(runs_factor
 def test_the_package_ships_the_index_claims():
     """The shipped copy is the index's own table (regenerated with the index)."""
     assert shipped().equals(pd.read_csv(RESULTS / "claims.csv"))
-
-
-def test_a_rows_source_names_a_design_v2_sweep_once():
-    assert source("v1", "formats") == "v1 formats"
-    assert source("beyond", "recipes") == "beyond recipes"
-    assert source("v2 formats_hybrid_nano", "formats_hybrid_nano") == "v2 formats_hybrid_nano"
-    assert source("v2 formats_hybrid_nano_avx512", "formats_nano") == \
-        "v2 formats_hybrid_nano_avx512 formats_nano"
-    assert source("v2 x_formats_nano", "formats_nano") == "v2 x_formats_nano formats_nano"
