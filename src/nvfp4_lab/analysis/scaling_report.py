@@ -192,7 +192,7 @@ def index_md(folder: Path, link: str) -> list[Part]:
         fit = folder / "tables" / f"scaling_{recipe}_vs_{against}_fit.csv"
         if fit.exists():
             parts += [f"`{recipe}` against `{against}`, the law gap = k (D/N)^a N^b:",
-                      pd.read_csv(fit)]
+                      pd.read_csv(fit, dtype=str, keep_default_na=False)]
     if len(parts) == 2:
         parts.append("No law fitted yet: it needs two tokens-per-parameter levels of two "
                      "sizes with all their seeds.")

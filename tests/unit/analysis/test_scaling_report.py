@@ -2,6 +2,7 @@
 it tabulates, the cells it leaves out, and the paper's numbers it sets beside the law."""
 from __future__ import annotations
 
+import csv
 import json
 import math
 import shutil
@@ -12,8 +13,8 @@ import pytest
 import yaml
 
 from nvfp4_lab.analysis import collect
-from nvfp4_lab.analysis.report import write_report
-from nvfp4_lab.analysis.scaling_report import is_study
+from nvfp4_lab.analysis.report import markdown, write_report
+from nvfp4_lab.analysis.scaling_report import index_md, is_study
 
 # name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
 SIZES = {"w32": (32, 46_432), "w64": (64, 185_024)}
@@ -141,6 +142,18 @@ def test_the_law_and_the_paper_beside_it(study):
     assert "(1.2B: validation loss at 1T, Fig. 8" in report
     for form in ("relative", "absolute", "residuals"):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
+
+
+def test_the_index_shows_each_law_as_the_report_wrote_it(study):
+    """The results index's section copies the fit tables' text: a k of 3e-5 stays 3e-5, not
+    a float rounded again to 0.0000."""
+    write_report([study])
+    section = "\n\n".join(map(markdown, index_md(study, "scaling")))
+    with open(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv", newline="") as f:
+        head, *rows = list(csv.reader(f))
+    assert "| " + " | ".join(head) + " |" in section and len(rows) == 2
+    for row in rows:
+        assert "| " + " | ".join(row) + " |" in section
 
 
 def test_the_published_study_regenerates_exactly(tmp_path):
