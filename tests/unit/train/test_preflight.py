@@ -167,8 +167,7 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
                                     "bf16 < fp8"]) & rows["superseded_by"].isna()]
     assert len(plan.splitlines()) == len(rows) and "h here" not in plan
     for r in rows.itertuples():
-        name = f"{r.table} {r.sweep}"
-        assert (f"`{r.claim}` ({name}, {r.n} seeds, {r.verdict}): "
+        assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
                 f"{int(r.seeds_measured)} at the measured gap") in plan
 
 
