@@ -7,7 +7,7 @@ import json
 
 import pytest
 import torch
-from tiny_model import TinyLM, lm_loss
+from helpers.tiny_model import TinyLM, lm_loss
 from torch import nn
 
 from nvfp4_lab.quant import (

@@ -14,7 +14,7 @@ import math
 
 import pytest
 import torch
-from tiny_model import TinyLM, lm_loss
+from helpers.tiny_model import TinyLM, lm_loss
 from torch import nn
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, quantize

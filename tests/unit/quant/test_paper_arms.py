@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 
 import pytest
 import torch
-from tiny_model import TinyLM, lm_loss
+from helpers.tiny_model import TinyLM, lm_loss
 
 from nvfp4_lab.quant import (
     OPERANDS,

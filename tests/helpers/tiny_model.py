@@ -7,7 +7,7 @@ from torch import nn
 
 
 class Block(nn.Module):
-    def __init__(self, d: int):
+    def __init__(self, d: int) -> None:
         super().__init__()
         self.norm = nn.RMSNorm(d)
         self.qkv = nn.Linear(d, 3 * d, bias=False)
@@ -19,11 +19,12 @@ class Block(nn.Module):
         q, k, v = self.qkv(self.norm(x)).chunk(3, dim=-1)  # [B, T, d] each
         att = torch.softmax(q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5, dim=-1)
         x = x + self.proj(att @ v)
-        return x + self.fc2(torch.relu(self.fc1(self.norm(x))).square())
+        ffn: torch.Tensor = self.fc2(torch.relu(self.fc1(self.norm(x))).square())
+        return x + ffn
 
 
 class TinyLM(nn.Module):
-    def __init__(self, vocab: int = 64, d: int = 128, n_blocks: int = 4):
+    def __init__(self, vocab: int = 64, d: int = 128, n_blocks: int = 4) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
         self.blocks = nn.ModuleList(Block(d) for _ in range(n_blocks))
@@ -34,7 +35,8 @@ class TinyLM(nn.Module):
         x = self.embed(tokens)
         for block in self.blocks:
             x = block(x)
-        return self.lm_head(self.norm(x))
+        logits: torch.Tensor = self.lm_head(self.norm(x))
+        return logits
 
 
 def lm_loss(model: nn.Module, tokens: torch.Tensor) -> torch.Tensor:
