@@ -20,7 +20,7 @@ import pytest
 import torch
 import triton
 import triton.language as tl
-from _cases import (
+from helpers.kernel_cases import (
     BF16,
     CASES,
     DEVICE,

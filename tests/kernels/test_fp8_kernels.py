@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _cases import FP8_SHAPE, random_tensor, special_tensor, ties_tensor
+from helpers.kernel_cases import FP8_SHAPE, random_tensor, special_tensor, ties_tensor
 
 from nvfp4_kernels import fp8 as kernels
 from nvfp4_lab.formats import QuantSpec, fake_quantize_parts

@@ -23,7 +23,7 @@ from __future__ import annotations
 from contextlib import nullcontext
 from unittest import mock
 
-import _cases as cases
+import helpers.kernel_cases as cases
 import pytest
 import torch
 
@@ -99,7 +99,7 @@ LAYOUTS = {
     "mxfp4_1x32_floor_axis0": QuantSpec("mxfp4", axis=0, mx_scale="floor"),
     "mxfp4_32x32": QuantSpec("mxfp4", block=(32, 32)),
 }
-# the cases that reach every code and scale byte encoding (see _cases for each)
+# the cases that reach every code and scale byte encoding (see helpers/kernel_cases.py for each)
 BYTE_CASES = ["ties", "scale_edges", "zeros", "all_zero", "tiny_scales", "huge", "subnormal",
               "nonfinite"]
 assert set(BYTE_CASES) <= set(cases.CASES)

@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 import torch
-from _cases import (
+from helpers.kernel_cases import (
     DEVICE,
     F32,
     NAN,

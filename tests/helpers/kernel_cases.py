@@ -1,4 +1,4 @@
-"""Inputs and comparisons shared by the kernel tests (imported as ``_cases``).
+"""Inputs and comparisons shared by the kernel tests.
 
 FP4 (``test_fp4_kernels``, ``test_quantize_storage``): adversarial blocks, one builder per
 case (``CASES``), placed where a layout has its blocks (``adversarial``), so that every layout
@@ -42,8 +42,8 @@ def assert_bits_equal(got: torch.Tensor, ref: torch.Tensor, what: str = "local")
     if bad.numel():
         i = tuple(bad[0].tolist())
         raise AssertionError(f"{what}: {len(bad)} elements differ, first at {i}: kernel "
-                             f"{got[i].item()!r} ({g[i].item() & 0xFFFFFFFF:#010x}), "
-                             f"reference {ref[i].item()!r} ({r[i].item() & 0xFFFFFFFF:#010x})")
+                             f"{got[i].item()!r} ({int(g[i].item()) & 0xFFFFFFFF:#010x}), "
+                             f"reference {ref[i].item()!r} ({int(r[i].item()) & 0xFFFFFFFF:#010x})")
 
 
 # ----------------------------------------------------------------------------- FP4 inputs
@@ -91,7 +91,7 @@ def case_ties(e: int) -> torch.Tensor:
                    torch.nextafter(-TIES, torch.tensor(0.0))])
     rows = [torch.tensor([2688.0, 1.0, -3.0])]
     for j in (-9, -5, -1, 0, 2, 8):
-        for chunk in t.split(e - 1):  # every block starts with its amax 6
+        for chunk in torch.split(t, e - 1):  # every block starts with its amax 6
             rows.append(torch.cat([torch.tensor([6.0]), chunk, torch.zeros(e - 1 - len(chunk))])
                         * 2.0 ** j)
     return _fill(rows, e, 1)
@@ -283,11 +283,12 @@ def tie_values(fmt: str) -> torch.Tensor:
     return torch.cat([v, -v, torch.tensor([0.0, -0.0])])
 
 
-def block_ids(block: tuple[int, int], shape=FP8_SHAPE) -> torch.Tensor:
+def block_ids(block: tuple[int, int], shape: tuple[int, int] = FP8_SHAPE) -> torch.Tensor:
     """int64 [shape]: the index of the block each element belongs to."""
     i = torch.arange(shape[0])[:, None] // block[0]
     j = torch.arange(shape[1])[None, :] // block[1]
-    return i * (shape[1] // block[1] + 1) + j
+    ids: torch.Tensor = i * (shape[1] // block[1] + 1) + j
+    return ids
 
 
 def ties_tensor(fmt: str, block: tuple[int, int], seed: int = 0) -> torch.Tensor:
