@@ -28,7 +28,7 @@ from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import load_paper
-from .report import markdown, models_text, scale_text
+from .sections import markdown, models_text, scale_text
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).

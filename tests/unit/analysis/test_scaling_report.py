@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from nvfp4_lab.analysis import collect
-from nvfp4_lab.analysis.report import markdown, write_report
+from nvfp4_lab.analysis.report import write_report
 from nvfp4_lab.analysis.scaling_report import index_md, is_study
+from nvfp4_lab.analysis.sections import markdown
 
 # name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
 SIZES = {"w32": (32, 46_432), "w64": (64, 185_024)}
