@@ -269,8 +269,8 @@ def publish(argv: list[str]) -> int:
                    help="the folder under --to (default: the sweep's name; a design-v2 sweep: "
                         "v2/<name>_<model>)")
     args = p.parse_args(argv)
-    from .analysis.index import publish as copy_sweep  # pandas, after --help has answered
-    from .analysis.index import write_index
+    from .analysis.index import write_index  # pandas, after --help has answered
+    from .analysis.publish import publish as copy_sweep
     from .analysis.report import write_report
 
     try:

@@ -1,26 +1,21 @@
 """The lab's published results: ``results/README.md``, one verdict per claim of the paper.
 
-``nvfp4-lab publish SWEEP`` copies a finished sweep's small files (per run: ``config.yaml``,
-``summary.json``, ``metrics.csv``; per sweep: ``multirun.yaml``, ``sweep_summary.csv``) into
-``results/<ablation>/`` (or ``--as v2/<folder>`` for a design-v2 sweep) and draws its report
-there; ``nvfp4-lab plot --index results/`` then writes the index: the paper's ablations in the
-order of ``ABLATIONS``, the comparisons beyond the paper (``BEYOND_PAPER``), and the design-v2
-sweeps under ``results/v2/`` (results/preregistration.md), each claim tested by
-``analysis.claims`` (verdicts, pooled spreads, Holm and BH, seeds needed: ``analysis.verdicts``)
-on final validation loss, v2 also on the paper's averaged train loss, and the headline figure
-``figures/forest.png``. An ablation without a published folder is listed as pending. A study
-(``STUDIES``: the scaling grid, which runs over several sessions) is published as it grows and
-gets a section of its own.
+``nvfp4-lab plot --index results/`` writes the index from the folders ``publish`` made: the
+paper's ablations in the order of ``ABLATIONS``, the comparisons beyond the paper
+(``BEYOND_PAPER``), and the design-v2 sweeps under ``results/v2/``
+(results/preregistration.md), each claim tested by ``analysis.claims`` (verdicts, pooled
+spreads, Holm and BH, seeds needed: ``analysis.verdicts``) on final validation loss, v2 also on
+the paper's averaged train loss, and the headline figure ``figures/forest.png``. An ablation
+without a published folder is listed as pending. A study (``STUDIES``) gets a section of its
+own.
 """
 from __future__ import annotations
 
 import math
-import shutil
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
 from . import figures, scaling_report
 from . import verdicts as v
@@ -28,89 +23,11 @@ from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import load_paper
+from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
 from .sections import markdown, models_text, scale_text
 
-# The order results are run and listed in: the headline (formats) first, then roughly by how
-# likely a small scale is to show the effect (docs/experiments.md, Small scale).
-ABLATIONS = ("formats", "consistency", "sr_placement", "precision_switch", "components",
-             "cumulative", "rht_gemms", "token_efficiency", "bf16_layers", "rht_size",
-             "rht_signs")
-# sweeps that go beyond the paper, each with its sources' claims in nvfp4_lab/paper/<name>.yaml:
-# published and indexed like the ablations, in a table of their own
-BEYOND_PAPER = ("recipes",)
-# studies that run over several sessions: published as they grow (``publish`` adds the finished
-# runs a folder lacks, never touching one it has), read by their own report, not the claims
-STUDIES = ("scaling",)
-RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
-SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
 V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps, one table each
 V1, BEYOND = Table("v1"), Table("beyond")
-
-
-def sweep_command(folder: Path) -> str:
-    """The command line that re-runs the sweep, from Hydra's ``multirun.yaml``."""
-    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
-    task = [o for o in raw["hydra"]["overrides"]["task"]
-            if not o.startswith(("hydra.sweep.dir=", "trainer.progress="))]
-    return "nvfp4-lab run -m " + " ".join(task)
-
-
-def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
-    """Copy a finished sweep's small files to ``results/<folder or its name>/``; never over an
-    existing folder (a published result is replaced only by deleting it first, on purpose)."""
-    raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
-    name = raw.get("name")
-    if name in STUDIES:
-        return _grow(sweep, results / (folder or name))
-    if name not in ABLATIONS + BEYOND_PAPER:
-        raise ValueError(f"{sweep}: name={name!r} is not a paper ablation "
-                         f"({', '.join(ABLATIONS)}), a comparison beyond it "
-                         f"({', '.join(BEYOND_PAPER)}) or a study ({', '.join(STUDIES)})")
-    dest = results / (folder or name)
-    if dest.exists():
-        raise FileExistsError(f"{dest} exists: a published result is never overwritten; "
-                              f"delete it first to replace it")
-    summary = pd.read_csv(sweep / "sweep_summary.csv")
-    unfinished = summary[~summary["status"].isin(["done", "diverged"])]
-    if len(unfinished):
-        raise ValueError(f"{sweep}: {len(unfinished)} jobs not finished "
-                         f"({', '.join(unfinished['job'])}); resume the sweep before publishing")
-    for job in summary["job"]:
-        for f in RUN_FILES:
-            if (sweep / job / f).exists():
-                (dest / job).mkdir(parents=True, exist_ok=True)
-                shutil.copy2(sweep / job / f, dest / job / f)
-    for f in SWEEP_FILES:
-        shutil.copy2(sweep / f, dest / f)
-    return dest
-
-
-def _grow(sweep: Path, dest: Path) -> Path:
-    """Add the study's finished runs that ``dest`` lacks; a run already there is left as it
-    is, a run not finished is left for a later publication. A sweep of another grid (other
-    overrides or sweeper parameters in its ``multirun.yaml``) is refused."""
-    if (dest / "multirun.yaml").exists() and _grid(dest) != _grid(sweep):
-        raise ValueError(f"{dest} holds another grid's runs ({_grid(dest)}, not "
-                         f"{_grid(sweep)}); publish this one --as another folder")
-    dest.mkdir(parents=True, exist_ok=True)
-    if not (dest / "multirun.yaml").exists():
-        shutil.copy2(sweep / "multirun.yaml", dest / "multirun.yaml")
-    for summary in sorted(sweep.glob("*/*/summary.json")):
-        job = summary.parent.relative_to(sweep)
-        done = yaml.safe_load(summary.read_text()).get("status") == "done"
-        if done and not (dest / job).exists():
-            (dest / job).mkdir(parents=True)
-            for f in RUN_FILES:
-                shutil.copy2(sweep / job / f, dest / job / f)
-    return dest
-
-
-def _grid(folder: Path) -> tuple[str, str]:
-    """What a sweep's jobs are: its command line and its sweeper's parameters."""
-    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
-    return sweep_command(folder), repr(raw["hydra"]["sweeper"]["params"])
-
-
 
 
 def _num(x: float | None, digits: int = 2) -> str:
@@ -286,9 +203,6 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     replaced = superseding(v2)
     tested = supersede(tested, replaced)
     current = current_answers(tables, tested, V1, list(v2))
-    flat = [r for rs in tested.values() for r in rs]
-    v1_flat = tested[V1]
-    testable = [r for r in v1_flat if r.counted]
     figures.save(figures.forest_figure(forest_table(tested)), results / "figures", "forest",
                  pdf=False)
     data = claims_table(tables, tested)
@@ -296,11 +210,39 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     refresh_shipped(results, data)
     sections = [
         "# Results: the paper's findings at lab scale",
+        _summary_md(len(ablations), tested, v2, replaced, current),
+        "![forest](figures/forest.png)\n\nEvery counted claim: our gap with its 95% interval "
+        "(pooled where its class passed Bartlett's check), the paper's gap (diamond) where it "
+        "gives both numbers, coloured by verdict.",
+        _include(results / "preregistration.md"),
+        _findings_md(ablations, tested[V1], pending, paper_dir),
+        _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),
+        _v2_md(v2, tested, replaced),
+        to_buy_md(current),
+        "## Comparison classes\n\nThe claims whose paired gaps share one spread "
+        "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
+        + _pools_md(pools),
+        "## The same claim in several sweeps\n\n" + _machines_md(tables, tested),
+        _scale_md(ablations + beyond, v2),
+        *(_study_md(results / name, name) for name in STUDIES if (results / name).exists()),
+        _include(results / "discussion.md"),
+    ]
+    return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def _summary_md(published: int, tested: dict[Table, list[ClaimResult]],
+                v2: dict[Table, list[Sweep]], replaced: dict[str, Sweep],
+                current: list[tuple[Sweep, ClaimResult]]) -> str:
+    """The page's opening: what is published and the verdicts counted each way."""
+    v1_flat = tested[V1]
+    flat = [r for rs in tested.values() for r in rs]
+    return (
         "Generated by `nvfp4-lab plot --index` from the runs in this folder; edit "
         "`preregistration.md` and `discussion.md`, not this file. "
-        f"{len(ablations)} of {len(ABLATIONS)} ablations published. The paper's claims, each "
-        f"computation counted once ({len(testable)} testable): {tally(v1_flat)}; its size "
-        f"claims: {tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
+        f"{published} of {len(ABLATIONS)} ablations published. The paper's claims, each "
+        f"computation counted once ({sum(r.counted for r in v1_flat)} testable): "
+        f"{tally(v1_flat)}; its size claims: {tally(v1_flat, 'size')}; ours: "
+        f"{tally(v1_flat, 'ours')}. "
         + "".join(f"Design {t}: {_design_tally(ss, tested[t], replaced)}. "
                   for t, ss in v2.items())
         + f"The lab's current answers, v2's verdict where design v2 tested a claim again on "
@@ -308,11 +250,13 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
         f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
         "survive testing them all at once, and Benjamini-Hochberg (false discovery rate 5%) "
-        "which survive a looser correction.",
-        "![forest](figures/forest.png)\n\nEvery counted claim: our gap with its 95% interval "
-        "(pooled where its class passed Bartlett's check), the paper's gap (diamond) where it "
-        "gives both numbers, coloured by verdict.",
-        _include(results / "preregistration.md"),
+        "which survive a looser correction.")
+
+
+def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: list[str],
+                 paper_dir: Path | None) -> str:
+    """Design v1's table: every claim of the paper's ablations, the pending ones listed."""
+    return (
         "## Findings (design v1: 3 seeds, final validation loss)\n\n"
         "Each claim is one finding of the paper over our arms: `a < b` means a ends with the "
         "lower loss, `a ~ b` no difference. Ours: the paired gap of b against a, "
@@ -323,30 +267,28 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         f"±{v.MARGIN_PCT}% passes), *not resolved*, *not testable* (bit-identical arms). "
         "Seeds for 80%: the paired seeds a two-sided 5% test needs at the measured gap and at "
         "the paper's, from the spread used.\n\n"
-        + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, v1_flat)
-                                          + _pending_rows(pending, paper_dir)),
+        + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, tested)
+                                          + _pending_rows(pending, paper_dir)))
+
+
+def _beyond_md(beyond: list[Sweep], tested: list[ClaimResult], pending: list[str],
+               paper_dir: Path | None) -> str:
+    """The published recipes' own claims, tested over our arms like the paper's."""
+    return (
         "## Beyond the paper: the published FP4 recipes on equal terms\n\n"
         "Each source's claim, tested over our arms as above; the sources measured at their own "
         "scales against their own baselines (nvfp4_lab/paper/<sweep>.yaml names them). "
-        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested[BEYOND])}."
+        f"{len(beyond)} of {len(BEYOND_PAPER)} published; claims: {tally(tested)}."
         "\n\n" + TABLE_HEAD + "\n"
-        + "\n".join(_rows(beyond, tested[BEYOND]) + _pending_rows(beyond_pending, paper_dir)),
-        _v2_md(v2, tested, replaced),
-        to_buy_md(current),
-        "## Comparison classes\n\nThe claims whose paired gaps share one spread "
-        "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
-        + _pools_md(pools),
-        "## The same claim in several sweeps\n\n" + _machines_md(tables, tested),
-        "## Scale, machine and command of each published sweep\n\n"
-        "| sweep | scale | machine (as its runs recorded it) | re-run (from its multirun.yaml) |"
-        "\n|---|---|---|---|\n"
-        + ("\n".join(_scale_rows(ablations + beyond)
-                     + _scale_rows([s for ss in v2.values() for s in ss], f"{V2}/"))
-           or "| none yet | | | |"),
-        *(_study_md(results / name, name) for name in STUDIES if (results / name).exists()),
-        _include(results / "discussion.md"),
-    ]
-    return "\n\n".join(s for s in sections if s) + "\n"
+        + "\n".join(_rows(beyond, tested) + _pending_rows(pending, paper_dir)))
+
+
+def _scale_md(sweeps: list[Sweep], v2: dict[Table, list[Sweep]]) -> str:
+    """Each published sweep's scale, machine and the command that re-runs it."""
+    rows = _scale_rows(sweeps) + _scale_rows([s for ss in v2.values() for s in ss], f"{V2}/")
+    return ("## Scale, machine and command of each published sweep\n\n| sweep | scale | "
+            "machine (as its runs recorded it) | re-run (from its multirun.yaml) |\n"
+            "|---|---|---|---|\n" + ("\n".join(rows) or "| none yet | | | |"))
 
 
 def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],

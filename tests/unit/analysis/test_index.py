@@ -1,7 +1,7 @@
 """results/README.md: every claim row re-derived from the runs' own summary.json files by an
 oracle written here (numpy, scipy's t and chi-square distributions, Bartlett's and Holm's
 formulas), not by analysis.stats/verdicts/claims; the committed index regenerated exactly;
-publishing copies only the small files and never overwrites."""
+published sweeps of every kind (beyond the paper, design v2) indexed where they belong."""
 from __future__ import annotations
 
 import json
@@ -14,14 +14,15 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
+from helpers.sweeps import FIXTURE, make_sweep
 from scipy import stats
 
 from nvfp4_lab.analysis import figures
-from nvfp4_lab.analysis.index import ABLATIONS, BEYOND_PAPER, write_index
+from nvfp4_lab.analysis.index import write_index
 from nvfp4_lab.analysis.paper import load_paper
+from nvfp4_lab.analysis.publish import ABLATIONS, BEYOND_PAPER
 from nvfp4_lab.cli import main
 
-FIXTURE = Path(__file__).parents[2] / "assets" / "results"
 RESULTS = Path(__file__).parents[3] / "results"
 MARGIN = 0.5            # the TOST margin of results/preregistration.md
 
@@ -309,86 +310,6 @@ def test_forest_figure_draws_its_table():
     assert [b.get_color() for b in bars] == [figures.VERDICT_COLOURS[w] for w in table.verdict]
     assert {t.get_position()[1]: t.get_text() for t in ax.get_yticklabels()} == \
         {2: "a", 1: "b", 0: "c"}
-
-
-def make_sweep(tmp_path: Path, name: str = "formats", params: dict | None = None) -> Path:
-    """The fixture's formats runs as a raw sweep: plus checkpoints and event files, and the
-    sweeper's ``params`` if given."""
-    sweep = tmp_path / "sweep"
-    shutil.copytree(FIXTURE / "formats", sweep)
-    raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
-    if params:
-        raw["hydra"]["sweeper"] = {"params": params}
-    (sweep / "multirun.yaml").write_text(yaml.safe_dump({**raw, "name": name}))
-    for run in sweep.glob("*/seed=*"):
-        (run / "checkpoints").mkdir()
-        (run / "checkpoints" / "last.ckpt").write_bytes(b"x" * 100)
-        (run / "logs" / "tb").mkdir(parents=True)
-        (run / "logs" / "tb" / "events.out").write_bytes(b"x")
-    return sweep
-
-
-def test_publish_copies_only_the_small_files_and_never_overwrites(tmp_path, capsys):
-    sweep = make_sweep(tmp_path)
-    results = tmp_path / "results"
-    assert main(["publish", str(sweep), "--to", str(results)]) == 0
-    dest = results / "formats"
-    files = {p.relative_to(dest).as_posix() for p in dest.rglob("*") if p.is_file()}
-    runs = {p.relative_to(sweep).as_posix() for p in sweep.glob("*/seed=*")}
-    assert {f for f in files if "seed=" in f} == {f"{r}/{n}" for r in runs for n in
-                                                  ("config.yaml", "summary.json", "metrics.csv")}
-    assert {"multirun.yaml", "sweep_summary.csv", "report.md"} <= files
-    assert not any(f.endswith((".ckpt", ".pdf")) or "events" in f for f in files)
-    assert (results / "README.md").exists() and "figures/loss.png" in files
-    before = (dest / "report.md").read_bytes()
-    capsys.readouterr()
-    assert main(["publish", str(sweep), "--to", str(results)]) == 2
-    err = capsys.readouterr().err
-    assert "never overwritten" in err and err.count("\n") == 1
-    assert (dest / "report.md").read_bytes() == before
-
-
-def test_publish_refuses_unfinished_and_unknown_sweeps(tmp_path, capsys):
-    sweep = make_sweep(tmp_path, name="quickstart")
-    assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
-    assert "not a paper ablation" in capsys.readouterr().err
-    sweep = make_sweep(tmp_path / "b")
-    summary = pd.read_csv(sweep / "sweep_summary.csv")
-    summary.loc[0, "status"] = "running"
-    summary.to_csv(sweep / "sweep_summary.csv", index=False)
-    assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
-    assert "not finished" in capsys.readouterr().err
-    assert not (tmp_path / "r").exists()
-
-
-def test_a_study_is_published_as_it_grows(tmp_path, capsys):
-    """A study's finished runs are added to its folder session by session: a run not finished
-    waits, a run already published is never touched, another grid is refused in one line."""
-    sweep = make_sweep(tmp_path, name="scaling", params={"quant": "bf16,fp8,nvfp4,mxfp4",
-                                                         "seed": "0,1,2"})
-    summaries = sorted(sweep.glob("*/seed=*/summary.json"))
-    late, changed = summaries[0], summaries[1]
-    first = json.loads(late.read_text())
-    late.write_text(json.dumps({**first, "status": "running"}))
-    results = tmp_path / "results"
-    assert main(["publish", str(sweep), "--to", str(results)]) == 0
-    dest = results / "scaling"
-    published = {p.relative_to(dest) for p in dest.glob("*/seed=*")}
-    assert published == {p.parent.relative_to(sweep) for p in summaries[1:]}
-    section = write_index(results).read_text().split("## The scaling study as published")[1]
-    assert f"{len(summaries) - 1} of the pre-registered grid's 12 runs published" in section
-    before = (dest / changed.relative_to(sweep)).read_bytes()
-    late.write_text(json.dumps(first))                        # it finished since
-    changed.write_text(json.dumps({**json.loads(changed.read_text()), "final_val_loss": 9.0}))
-    assert main(["publish", str(sweep), "--to", str(results)]) == 0
-    assert (dest / late.relative_to(sweep)).exists()
-    assert (dest / changed.relative_to(sweep)).read_bytes() == before
-    other = make_sweep(tmp_path / "other", name="scaling", params={"quant": "bf16,fp8",
-                                                                    "seed": "0,1,2"})
-    capsys.readouterr()
-    assert main(["publish", str(other), "--to", str(results)]) == 2
-    err = capsys.readouterr().err
-    assert "holds another grid's runs" in err and err.count("\n") == 1
 
 
 def test_comparisons_beyond_the_paper_are_published_and_indexed(results, tmp_path):

@@ -8,7 +8,6 @@ import re
 import pytest
 import yaml
 
-from nvfp4_lab.analysis.index import STUDIES
 from nvfp4_lab.analysis.paper import (
     GAP_METRICS,
     PaperResult,
@@ -16,6 +15,7 @@ from nvfp4_lab.analysis.paper import (
     load_paper,
     paper_ordering_agrees,
 )
+from nvfp4_lab.analysis.publish import STUDIES
 from nvfp4_lab.configs import conf_dir, paper_dir
 
 CONF = conf_dir()

@@ -1,0 +1,93 @@
+"""Publishing a sweep: its small files copied into ``results/``, where the index reads them.
+
+``nvfp4-lab publish SWEEP`` copies a finished sweep's small files (per run: ``config.yaml``,
+``summary.json``, ``metrics.csv``; per sweep: ``multirun.yaml``, ``sweep_summary.csv``) into
+``results/<ablation>/`` (or ``--as v2/<folder>`` for a design-v2 sweep); checkpoints and event
+files stay behind. A published folder is never overwritten. A study (``STUDIES``: the scaling
+grid, which runs over several sessions) is published as it grows instead.
+"""
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+# The order results are run and listed in: the headline (formats) first, then roughly by how
+# likely a small scale is to show the effect (docs/experiments.md, Small scale).
+ABLATIONS = ("formats", "consistency", "sr_placement", "precision_switch", "components",
+             "cumulative", "rht_gemms", "token_efficiency", "bf16_layers", "rht_size",
+             "rht_signs")
+# sweeps that go beyond the paper, each with its sources' claims in nvfp4_lab/paper/<name>.yaml:
+# published and indexed like the ablations, in a table of their own
+BEYOND_PAPER = ("recipes",)
+# studies that run over several sessions: published as they grow (``publish`` adds the finished
+# runs a folder lacks, never touching one it has), read by their own report, not the claims
+STUDIES = ("scaling",)
+RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
+SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
+
+
+def sweep_command(folder: Path) -> str:
+    """The command line that re-runs the sweep, from Hydra's ``multirun.yaml``."""
+    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
+    task = [o for o in raw["hydra"]["overrides"]["task"]
+            if not o.startswith(("hydra.sweep.dir=", "trainer.progress="))]
+    return "nvfp4-lab run -m " + " ".join(task)
+
+
+def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
+    """Copy a finished sweep's small files to ``results/<folder or its name>/``; never over an
+    existing folder (a published result is replaced only by deleting it first, on purpose)."""
+    raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
+    name = raw.get("name")
+    if name in STUDIES:
+        return _grow(sweep, results / (folder or name))
+    if name not in ABLATIONS + BEYOND_PAPER:
+        raise ValueError(f"{sweep}: name={name!r} is not a paper ablation "
+                         f"({', '.join(ABLATIONS)}), a comparison beyond it "
+                         f"({', '.join(BEYOND_PAPER)}) or a study ({', '.join(STUDIES)})")
+    dest = results / (folder or name)
+    if dest.exists():
+        raise FileExistsError(f"{dest} exists: a published result is never overwritten; "
+                              f"delete it first to replace it")
+    summary = pd.read_csv(sweep / "sweep_summary.csv")
+    unfinished = summary[~summary["status"].isin(["done", "diverged"])]
+    if len(unfinished):
+        raise ValueError(f"{sweep}: {len(unfinished)} jobs not finished "
+                         f"({', '.join(unfinished['job'])}); resume the sweep before publishing")
+    for job in summary["job"]:
+        for f in RUN_FILES:
+            if (sweep / job / f).exists():
+                (dest / job).mkdir(parents=True, exist_ok=True)
+                shutil.copy2(sweep / job / f, dest / job / f)
+    for f in SWEEP_FILES:
+        shutil.copy2(sweep / f, dest / f)
+    return dest
+
+
+def _grow(sweep: Path, dest: Path) -> Path:
+    """Add the study's finished runs that ``dest`` lacks; a run already there is left as it
+    is, a run not finished is left for a later publication. A sweep of another grid (other
+    overrides or sweeper parameters in its ``multirun.yaml``) is refused."""
+    if (dest / "multirun.yaml").exists() and _grid(dest) != _grid(sweep):
+        raise ValueError(f"{dest} holds another grid's runs ({_grid(dest)}, not "
+                         f"{_grid(sweep)}); publish this one --as another folder")
+    dest.mkdir(parents=True, exist_ok=True)
+    if not (dest / "multirun.yaml").exists():
+        shutil.copy2(sweep / "multirun.yaml", dest / "multirun.yaml")
+    for summary in sorted(sweep.glob("*/*/summary.json")):
+        job = summary.parent.relative_to(sweep)
+        done = yaml.safe_load(summary.read_text()).get("status") == "done"
+        if done and not (dest / job).exists():
+            (dest / job).mkdir(parents=True)
+            for f in RUN_FILES:
+                shutil.copy2(sweep / job / f, dest / job / f)
+    return dest
+
+
+def _grid(folder: Path) -> tuple[str, str]:
+    """What a sweep's jobs are: its command line and its sweeper's parameters."""
+    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
+    return sweep_command(folder), repr(raw["hydra"]["sweeper"]["params"])
