@@ -28,7 +28,10 @@ Not a parametric bootstrap: that covers at most ~1.5 points nearer 95% but assum
 the seed noise (notebooks/LOG.md, 2026-12-04 (session 22)).
 
 Which form fits better: log rel_gap = log abs_gap - log L_bf16 and both laws have 3 parameters,
-so on the cells both fits use, the one with the smaller residual RMS in log gap wins.
+so on the cells both fits use, the one with the smaller residual RMS in log gap wins. Whether
+seed noise could flip that: the same resamples, each refitting both forms on the same seeds,
+give a percentile interval on rms_relative - rms_absolute; one that includes 0 says the runs
+do not tell the forms apart.
 """
 from __future__ import annotations
 
@@ -92,13 +95,17 @@ class Fit:
 
 @dataclass(frozen=True)
 class FormChoice:
-    """The better-fitting form, why, and the residual RMS of both on their common cells."""
+    """The better-fitting form, why, and the residual RMS of both on their common cells;
+    ``diff_ci``: the bootstrap's interval on rms_relative - rms_absolute (NaN on 3 cells or
+    fewer), ``apart``: whether it excludes 0, so that seed noise does not flip the choice."""
 
     form: str
     reason: str
     rms_relative: float
     rms_absolute: float
     n_cells: int
+    diff_ci: tuple[float, float]
+    apart: bool
 
 
 @dataclass(frozen=True)
@@ -199,16 +206,47 @@ def _inflated(values: np.ndarray) -> np.ndarray:
     return mean + math.sqrt(values.size / (values.size - 1)) * (values - mean)
 
 
+def _resampled_means(gaps: pd.DataFrame, columns: list[str], resamples: int,
+                     seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+    """The cells' regressors and, per column, their means over ``resamples`` resamples of the
+    seeds, [resample, cell]; every column takes the same seeds, so a resample pairs the forms."""
+    rng = np.random.default_rng(seed)
+    cells = [cell for _, cell in _groups(gaps)]
+    picks = [rng.integers(0, len(cell), (resamples, len(cell))) for cell in cells]
+    means = {c: np.column_stack([_inflated(cell[c].to_numpy())[pick].mean(axis=1)
+                                 for cell, pick in zip(cells, picks)]) for c in columns}
+    params, tokens = zip(*[(p, t) for (p, t, _), _ in _groups(gaps)])
+    return _design(params, np.divide(tokens, params)), means
+
+
 def _bootstrap(gaps: pd.DataFrame, column: str, resamples: int, seed: int) -> np.ndarray:
     """The usable refits' (log k, a, b), one row per resample that identifies them."""
-    rng = np.random.default_rng(seed)
-    groups = [_inflated(cell[column].dropna().to_numpy()) for _, cell in _groups(gaps)]
-    means = np.column_stack([v[rng.integers(0, v.size, (resamples, v.size))].mean(axis=1)
-                             for v in groups])
-    params, tokens = zip(*[(p, t) for (p, t, _), _ in _groups(gaps)])
-    x = _design(params, np.divide(tokens, params))
-    refits = [_ols(x[row > 0], row[row > 0]) for row in means]
+    x, means = _resampled_means(gaps, [column], resamples, seed)
+    refits = [_ols(x[row > 0], row[row > 0]) for row in means[column]]
     return np.array([c for c in refits if c is not None]).reshape(-1, 3)
+
+
+def _residuals(x: np.ndarray, means: np.ndarray) -> np.ndarray | None:
+    """log mean - log fitted per cell, NaN where the mean is <= 0 (left out of the fit);
+    None when the cells left cannot identify the law."""
+    keep = means > 0
+    coef = _ols(x[keep], means[keep])
+    if coef is None:
+        return None
+    return np.where(keep, np.log(np.where(keep, means, 1.0)) - x @ coef, np.nan)
+
+
+def _rms_differences(gaps: pd.DataFrame, resamples: int, seed: int) -> np.ndarray:
+    """rms_relative - rms_absolute on each resample's common cells, where both laws identify
+    and more than 3 cells leave residuals; the point comparison's arithmetic, resampled."""
+    x, means = _resampled_means(gaps, list(FORMS.values()), resamples, seed)
+    out = []
+    for rel, ab in zip(*means.values()):
+        r, a = _residuals(x, rel), _residuals(x, ab)
+        common = None if r is None or a is None else ~(np.isnan(r) | np.isnan(a))
+        if common is not None and common.sum() > 3:
+            out.append(math.sqrt(np.mean(r[common] ** 2)) - math.sqrt(np.mean(a[common] ** 2)))
+    return np.array(out)
 
 
 def _interval(values: np.ndarray, level: float) -> np.ndarray:
@@ -237,10 +275,12 @@ def fit(gaps: pd.DataFrame, form: str, resamples: int = RESAMPLES, seed: int = S
                _cells(dropped), resamples, resamples - len(draws), seed, draws)
 
 
-def better_form(rel_fit: Fit, abs_fit: Fit) -> FormChoice:
+def better_form(gaps: pd.DataFrame, rel_fit: Fit, abs_fit: Fit,
+                level: float = LEVEL) -> FormChoice:
     """The form whose law leaves the smaller residual RMS in log gap on the cells both fits
     use (see the module docstring for why that compares like with like); ties, and cells too
-    few to leave a residual (3 or fewer), go to "relative"."""
+    few to leave a residual (3 or fewer), go to "relative". The difference gets the interval
+    of the fits' own resamples of ``gaps``, refitting both forms on the same seeds."""
     if (rel_fit.form, abs_fit.form) != ("relative", "absolute"):
         raise ValueError(f"expected a relative and an absolute fit, got {rel_fit.form!r} and "
                          f"{abs_fit.form!r}")
@@ -253,13 +293,21 @@ def better_form(rel_fit: Fit, abs_fit: Fit) -> FormChoice:
         reason = (f"Neither form fits better yet: on the {len(common)} cells both fits use, "
                   f"three parameters pass through every cell, so neither law leaves a residual; "
                   f"a comparison needs a fourth cell.")
-        return FormChoice("relative", reason, rms["relative"], rms["absolute"], len(common))
+        return FormChoice("relative", reason, rms["relative"], rms["absolute"], len(common),
+                          (math.nan, math.nan), False)
+    lo, hi = _interval(_rms_differences(gaps, rel_fit.resamples, rel_fit.seed), level)
+    apart = bool(lo > 0 or hi < 0)
     form = min(rms, key=rms.get)
     other = "absolute" if form == "relative" else "relative"
     reason = (f"On the {len(common)} cells both fits use, the {form} law leaves a residual RMS "
               f"of {rms[form]:.3g} in log gap against {rms[other]:.3g} for the {other} one, "
-              f"with the same three parameters.")
-    return FormChoice(form, reason, rms["relative"], rms["absolute"], len(common))
+              f"with the same three parameters. Refitted on the same {rel_fit.resamples} "
+              f"resamples of the seeds, the difference (relative - absolute) has a "
+              f"{level:.0%} interval of [{lo:+.3g}, {hi:+.3g}]: "
+              + ("seed noise does not flip the choice." if apart else
+                 "it includes 0, so these runs do not tell the two forms apart."))
+    return FormChoice(form, reason, rms["relative"], rms["absolute"], len(common),
+                      (float(lo), float(hi)), apart)
 
 
 def extrapolate(fit: Fit, params: float, tokens: float, level: float = LEVEL) -> Prediction:

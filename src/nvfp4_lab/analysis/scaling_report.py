@@ -122,7 +122,7 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for form in scaling.FORMS:
         scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png")
-    choice = scaling.better_form(fits["relative"], fits["absolute"])
+    choice = scaling.better_form(gaps, fits["relative"], fits["absolute"])
     best = fits[choice.form]
     scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png")
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
