@@ -239,9 +239,9 @@ def _residuals(x: np.ndarray, means: np.ndarray) -> np.ndarray | None:
 def _rms_differences(gaps: pd.DataFrame, resamples: int, seed: int) -> np.ndarray:
     """rms_relative - rms_absolute on each resample's common cells, where both laws identify
     and more than 3 cells leave residuals; the point comparison's arithmetic, resampled."""
-    x, means = _resampled_means(gaps, list(FORMS.values()), resamples, seed)
+    x, means = _resampled_means(gaps, ["rel_gap", "abs_gap"], resamples, seed)
     out = []
-    for rel, ab in zip(*means.values()):
+    for rel, ab in zip(means["rel_gap"], means["abs_gap"]):
         r, a = _residuals(x, rel), _residuals(x, ab)
         common = None if r is None or a is None else ~(np.isnan(r) | np.isnan(a))
         if common is not None and common.sum() > 3:
