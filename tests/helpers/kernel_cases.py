@@ -223,7 +223,6 @@ def adversarial(case: str, spec: QuantSpec) -> torch.Tensor:
     return place(CASES[case](br * bc), spec)
 
 
-
 def row_scaled(shape: tuple[int, ...], seed: int = 10) -> torch.Tensor:
     """Normal values times e^(3 N(0, 1)) per index of the leading dims: for tails and odd
     shapes, blocks of very different magnitudes."""

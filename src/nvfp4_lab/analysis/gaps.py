@@ -222,7 +222,6 @@ def efficiency_table(runs: pd.DataFrame, reference: str,
     return pd.DataFrame(rows, columns=columns)
 
 
-
 def curve_efficiency_table(runs: pd.DataFrame, curves: pd.DataFrame, reference: str,
                            metric: str = "val_loss") -> pd.DataFrame:
     """Approximate token multipliers read off each label's training curve (``curve_multiplier``)

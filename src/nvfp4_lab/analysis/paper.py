@@ -98,8 +98,6 @@ class PaperResult:
         return (a - b) / a * 100
 
 
-
-
 def _labels(path: Path, key: str, raw, kind: type) -> dict[str, object]:
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: key {key!r} must be a mapping of label -> {kind.__name__}")
