@@ -31,7 +31,10 @@ RESULTS = ["seed", "status", "steps", "final_val_loss", "best_val_loss", "final_
 def _job_tasks(pid: int) -> list[int]:
     """The submitit tasks (``python -m submitit.core._submit``) the sweep started."""
     def cmdline(p):
-        return Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        try:
+            return Path(f"/proc/{p}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except FileNotFoundError:   # ended between the listing and this read
+            return ""
     return [p for p in descendants(pid) if "submitit.core._submit" in cmdline(p)]
 
 
