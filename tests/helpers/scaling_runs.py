@@ -51,10 +51,21 @@ def hand_cell_means(runs: pd.DataFrame, form: str) -> pd.Series:
     return wide.groupby(["size", "params", "tpp"])["g"].mean()
 
 
-def lstsq_law(means: pd.Series) -> npt.NDArray[np.float64]:
-    """(log k, a, b) by numpy's least squares on the logs of the cell means."""
+def _regressors(means: pd.Series) -> npt.NDArray[np.float64]:
+    """Rows (1, log D/N, log N) of the cells of ``means``."""
     params = means.index.get_level_values("params").to_numpy(dtype=float)
     tpp = means.index.get_level_values("tpp").to_numpy(dtype=float)
-    x = np.column_stack([np.ones(len(means)), np.log(tpp), np.log(params)])
+    return np.column_stack([np.ones(len(means)), np.log(tpp), np.log(params)])
+
+
+def lstsq_law(means: pd.Series) -> npt.NDArray[np.float64]:
+    """(log k, a, b) by numpy's least squares on the logs of the cell means."""
+    x = _regressors(means)
     coef: npt.NDArray[np.float64] = np.linalg.lstsq(x, np.log(means.to_numpy()), rcond=None)[0]
     return coef
+
+
+def lstsq_rms(means: pd.Series) -> float:
+    """The residual RMS, in log gap, of ``lstsq_law`` on the cell means."""
+    residuals = np.log(means.to_numpy()) - _regressors(means) @ lstsq_law(means)
+    return math.sqrt(float(np.mean(residuals ** 2)))

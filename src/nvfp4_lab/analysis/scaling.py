@@ -211,11 +211,11 @@ def _resampled_means(gaps: pd.DataFrame, columns: list[str], resamples: int,
     """The cells' regressors and, per column, their means over ``resamples`` resamples of the
     seeds, [resample, cell]; every column takes the same seeds, so a resample pairs the forms."""
     rng = np.random.default_rng(seed)
-    cells = [cell for _, cell in _groups(gaps)]
+    keys, cells = zip(*_groups(gaps))
     picks = [rng.integers(0, len(cell), (resamples, len(cell))) for cell in cells]
     means = {c: np.column_stack([_inflated(cell[c].to_numpy())[pick].mean(axis=1)
                                  for cell, pick in zip(cells, picks)]) for c in columns}
-    params, tokens = zip(*[(p, t) for (p, t, _), _ in _groups(gaps)])
+    params, tokens, _ = zip(*keys)
     return _design(params, np.divide(tokens, params)), means
 
 
@@ -243,8 +243,10 @@ def _rms_differences(gaps: pd.DataFrame, resamples: int, seed: int) -> np.ndarra
     out = []
     for rel, ab in zip(means["rel_gap"], means["abs_gap"]):
         r, a = _residuals(x, rel), _residuals(x, ab)
-        common = None if r is None or a is None else ~(np.isnan(r) | np.isnan(a))
-        if common is not None and common.sum() > 3:
+        if r is None or a is None:
+            continue
+        common = ~(np.isnan(r) | np.isnan(a))
+        if common.sum() > 3:
             out.append(math.sqrt(np.mean(r[common] ** 2)) - math.sqrt(np.mean(a[common] ** 2)))
     return np.array(out)
 

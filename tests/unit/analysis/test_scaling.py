@@ -14,6 +14,7 @@ from helpers.scaling_runs import (
     bf16_loss,
     hand_cell_means,
     lstsq_law,
+    lstsq_rms,
     make_runs,
 )
 from scipy import stats
@@ -204,14 +205,7 @@ def test_better_form_interval_with_one_seed_a_cell_is_the_hand_difference():
     # collapses onto the RMS difference of numpy's own least-squares fits of the two forms.
     runs = make_runs(sigma=0.3, seeds=1, data_seed=5)
     gaps = paired_gaps(runs, "nvfp4")
-    rms = []
-    for form in ("relative", "absolute"):
-        means = hand_cell_means(runs, form)
-        coef = lstsq_law(means)
-        x = np.column_stack([np.ones(len(means)),
-                             np.log(means.index.get_level_values("tpp").to_numpy(dtype=float)),
-                             np.log(means.index.get_level_values("params").to_numpy(dtype=float))])
-        rms.append(math.sqrt(np.mean((np.log(means.to_numpy()) - x @ coef) ** 2)))
+    rms = [lstsq_rms(hand_cell_means(runs, form)) for form in ("relative", "absolute")]
     choice = better_form(gaps, *(fit(gaps, f, resamples=50) for f in ("relative", "absolute")))
     assert choice.diff_ci == pytest.approx((rms[0] - rms[1],) * 2, abs=1e-12)
     assert choice.apart == (rms[0] != rms[1])
