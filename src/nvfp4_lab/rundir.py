@@ -229,12 +229,20 @@ class RankError:
         return cls(int(path.stem.removeprefix("rank")), Status(status), cause)
 
 
-def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) -> str:
-    """``"new"``, ``"resume"`` or ``"done"`` for this directory, or raise ``RunExists``."""
+class Start(enum.Enum):
+    """What a run directory allows: train from step 0, resume from ``last.ckpt``, or
+    nothing (it holds this config's finished run)."""
+    new = "new"
+    resume = "resume"
+    done = "done"
+
+
+def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) -> Start:
+    """What this config may do in ``run``, or raise ``RunExists``."""
     old = Summary.read(run)
     ckpt = Path(run) / "checkpoints" / "last.ckpt"
     if old is None and not ckpt.exists():
-        return "new"
+        return Start.new
     if resume == "never":
         raise RunExists(f"{run} already holds a run (status {old and old.status.value}); "
                         "choose another hydra.run.dir, or resume=auto to continue it")
@@ -248,8 +256,8 @@ def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) ->
                         f"{old.config_hash}, this one {chash}); refusing to mix them. "
                         "Choose another hydra.run.dir.")
     if old is not None and old.status == Status.done:
-        return "done"
-    return "resume" if ckpt.exists() else "new"
+        return Start.done
+    return Start.resume if ckpt.exists() else Start.new
 
 
 def git_sha() -> str | None:

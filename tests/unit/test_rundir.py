@@ -67,3 +67,37 @@ def test_the_first_rank_error_of_this_attempt_is_the_cause(tmp_path):
     assert rundir.RankError.first(tmp_path, since=stamp - 30) == cause
     assert str(cause) == "rank 1: non-finite train loss at step 2"
     assert (tmp_path / "errors" / "rank1.txt").read_text().endswith("trace 1")
+
+
+def _summary(run: Path, status: Status, chash: str = "abc", tokens_per_step: int = 2048) -> None:
+    Summary(status=status, quant="bf16", seed=0, model="nano", max_steps=10,
+            tokens_per_step=tokens_per_step, config_hash=chash).write(run)
+
+
+def _checkpoint(run: Path) -> None:
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+
+
+def test_a_directory_says_whether_a_run_starts_resumes_or_is_left_alone(tmp_path):
+    start = rundir.check_can_start
+    assert start(tmp_path / "absent", "abc", "auto", 2048) is rundir.Start.new
+    _summary(tmp_path, Status.failed)          # failed before its first checkpoint
+    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.new
+    _checkpoint(tmp_path)
+    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.resume
+    _summary(tmp_path, Status.done)
+    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.done
+
+
+def test_a_directory_refuses_another_config_another_layout_or_resume_never(tmp_path):
+    _summary(tmp_path, Status.running)
+    _checkpoint(tmp_path)
+    with pytest.raises(rundir.RunExists, match="hash abc, this one xyz"):
+        rundir.check_can_start(tmp_path, "xyz", "auto", 2048)
+    with pytest.raises(rundir.RunExists, match="2048 tokens per step, these settings give 4096"):
+        rundir.check_can_start(tmp_path, "abc", "auto", 4096)
+    with pytest.raises(rundir.RunExists, match="status running.*resume=auto"):
+        rundir.check_can_start(tmp_path, "abc", "never", 2048)
+    _summary(tmp_path, Status.done)            # a finished run is left alone at any layout
+    assert rundir.check_can_start(tmp_path, "abc", "auto", 4096) is rundir.Start.done

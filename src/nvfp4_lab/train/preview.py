@@ -48,7 +48,8 @@ def finished(sweep: Path | None, num: int, cfg) -> bool:
     job = Job.of_arm(cfg)
     chash = rundir.config_hash(cfg, world=job.trainer.world_size())
     try:
-        return rundir.check_can_start(found[0], chash, cfg.resume, job.tokens_per_step) == "done"
+        return rundir.check_can_start(found[0], chash, cfg.resume, job.tokens_per_step) \
+            == rundir.Start.done
     except rundir.RunExists:
         return False
 

@@ -43,111 +43,137 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     plan: the jobs running at once, the cores they share, the progress lines' estimates)."""
     raw, cfg = cfg, apply_arm(cfg)
     job = Job.of_arm(cfg)
-    recipe, model_cfg, data_cfg, t, tr = job.recipe, job.model, job.data, job.train, job.trainer
-    tr.check_launch(multirun)
-    chash = rundir.config_hash(cfg, world=tr.world_size())
-    tokens_per_step, max_steps = job.tokens_per_step, job.max_steps
-    state = rundir.check_can_start(out, chash, cfg.resume, tokens_per_step)
-    if state == "done":
+    job.trainer.check_launch(multirun)
+    chash = rundir.config_hash(cfg, world=job.trainer.world_size())
+    start = rundir.check_can_start(out, chash, cfg.resume, job.tokens_per_step)
+    if start == rundir.Start.done:
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
-    fork = branch.find(raw, cfg, position and position.dir, max_steps)   # before any write
-    rank0 = process_rank() == 0     # with several processes only rank 0 writes
-    out.mkdir(parents=True, exist_ok=True)
-    if rank0:
-        OmegaConf.save(cfg, out / "config.yaml", resolve=True)
-    cpu_procs = tr.world_size() // tr.num_nodes if tr.accelerator == "cpu" else 1
-    parallel = position.parallel if position else 1
-    plan = threads.apply(tr.threads, parallel * cpu_procs,
-                         position.plan.cores if position and position.plan else None)
-    if rank0:
-        say(str(plan))
-
-    base = rundir.Summary(
-        status=rundir.Status.running, quant=recipe.name, arm=cfg.arm, seed=cfg.seed,
-        model=model_cfg.name, max_steps=max_steps, tokens_per_step=tokens_per_step,
-        config_hash=chash, git_sha=rundir.git_sha(), device=_device_name(tr),
-        machine_class=str(Machine.here().cls), versions=versions(),
-        started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
-    if rank0:
-        base.write(out)
-    wall, since, task, auto = time.perf_counter(), time.time(), None, None
+    fork = branch.find(raw, cfg, position and position.dir, job.max_steps)  # before any write
+    run = _Run.begin(cfg, job, out, chash, fork, position)
     try:
-        L.seed_everything(cfg.seed, workers=True, verbose=False)
-        dm = LMDataModule(data_cfg, seq_len=t.seq_len, batch_size=t.batch_size,
-                          seed=cfg.seed, val_batches=t.val_batches)
-        dm.prepare_data()
-        dm.setup("fit")
-        base = dataclasses.replace(base, data_fingerprint=dm.fingerprint)
-        model_cfg = job.sized_model(dm.vocab_size)
-        task = LMTask(model_cfg, recipe, t, seed=cfg.seed, max_steps=max_steps,
-                      tokens_per_step=tokens_per_step, bytes_per_token=dm.bytes_per_token)
-        auto = AutoBackend(recipe, model_cfg, tokens_per_step, max_steps)
-        trainer = _trainer(tr, t, out, max_steps, tokens_per_step, multirun, position,
-                           [auto, SaveForBranches(out, branch.save_steps(raw, max_steps))])
-        ckpt = out / "checkpoints" / "last.ckpt"
-        start = ckpt if state == "resume" else fork.checkpoint if fork else None
-        trainer.fit(task, datamodule=dm, ckpt_path=start)
-        if task.start_step >= max_steps:
-            # resumed from the last step's checkpoint, written before that step's validation
-            # (a pre-emption in between): Lightning's fit ends at once, so evaluate it here
-            trainer.validate(task, datamodule=dm, verbose=False)
-        if trainer.is_global_zero and task.report is not None:
-            task.report.save(out / "layer_report.json")
+        run.fit(raw, start, multirun, position)
         status, error = rundir.Status.done, None
     except NonFiniteError as err:
         status, error = rundir.Status.diverged, str(err)
     except Exception as err:    # recorded, then re-raised outside a sweep
         status, error = rundir.Status.failed, f"{type(err).__name__}: {err}"
-        if not multirun and tr.world_size() == 1:
-            _finish(out, base, status, error, wall, tokens_per_step, task, auto, fork)
+        if not multirun and job.trainer.world_size() == 1:
+            run.finish(status, error)
             raise
-    if status != rundir.Status.done and tr.world_size() > 1:
+    if status != rundir.Status.done and job.trainer.world_size() > 1:
         # every rank stops: name the first that failed (RecordRankError), not the
         # connection errors of those that lost it
-        first = rundir.RankError.first(out, since) or \
+        first = rundir.RankError.first(out, run.since) or \
             rundir.RankError(process_rank(), status, error)
-        _finish(out, base, first.status, str(first), wall, tokens_per_step, task, auto,
-                fork)
+        run.finish(first.status, str(first))
         raise rundir.RankFailed(f"{first} (every rank stopped; tracebacks in {out}/errors)")
-    summary = _finish(out, base, status, error, wall, tokens_per_step, task, auto, fork)
+    summary = run.finish(status, error)
     if status == rundir.Status.diverged and not multirun:
         raise NonFiniteError(error)
     return summary
 
 
-def _finish(out, base: rundir.Summary, status: rundir.Status, error, wall, tokens_per_step,
-            task, auto: AutoBackend | None, fork) -> rundir.Summary:
-    if process_rank() != 0:
-        return base
-    df = rundir.merge_metrics(out, tokens_per_step, fork.prefix() if fork else None)
-    val = df["val_loss"].dropna() if "val_loss" in df else []
-    bpb = df["val_bpb"].dropna() if "val_bpb" in df else []
-    trained = df.dropna(subset=["train_loss"]) if "train_loss" in df else df.iloc[:0]
-    # the trainer's count: a run shorter than train.log_every logs no row but trained its steps
-    steps = max(int(trained["step"].max()) if len(trained) else 0,
-                int(task.global_step) if task is not None else 0)
-    seconds = time.perf_counter() - wall
-    # what this process trained: a resumed run's wall time covers only its own steps
-    run_here = steps - (task.start_step if task is not None else 0)
-    summary = dataclasses.replace(
-        base, status=status, error=error,
-        final_val_loss=float(val.iloc[-1]) if len(val) else None,
-        best_val_loss=float(val.min()) if len(val) else None,
-        final_val_bpb=float(bpb.iloc[-1]) if len(bpb) else None,
-        final_train_loss=_last(df, "train_loss"), steps=steps, tokens=steps * tokens_per_step,
-        wall_seconds=round(seconds, 2),
-        tokens_per_second=round(run_here * tokens_per_step / seconds, 1) if seconds else None,
-        backend=getattr(task and task.report, "backend", None),
-        backend_reason=auto and auto.reason,
-        finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
-    if status == rundir.Status.done and auto is not None:
-        auto.record(df, wall, summary.backend)
-    summary.write(out)
-    say(f"{out}: {status.value}" + (f" ({error})" if error else "")
-        + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
-    return summary
+@dataclasses.dataclass
+class _Run:
+    """One run while it trains: what its summary is written from, when it ends or fails
+    (``task`` and ``auto`` stay None where it failed before making them)."""
+
+    out: Path
+    job: Job
+    base: rundir.Summary
+    fork: branch.Branch | None
+    wall: float = dataclasses.field(default_factory=time.perf_counter)
+    since: float = dataclasses.field(default_factory=time.time)
+    task: LMTask | None = None
+    auto: AutoBackend | None = None
+
+    @classmethod
+    def begin(cls, cfg: DictConfig, job: Job, out: Path, chash: str,
+              fork: branch.Branch | None, position: SweepPosition | None) -> _Run:
+        """Sets the threads; rank 0 writes the resolved config and a ``running`` summary."""
+        rank0 = process_rank() == 0     # with several processes only rank 0 writes
+        out.mkdir(parents=True, exist_ok=True)
+        if rank0:
+            OmegaConf.save(cfg, out / "config.yaml", resolve=True)
+        tr = job.trainer
+        cpu_procs = tr.world_size() // tr.num_nodes if tr.accelerator == "cpu" else 1
+        plan = threads.apply(tr.threads, (position.parallel if position else 1) * cpu_procs,
+                             position.plan.cores if position and position.plan else None)
+        base = rundir.Summary(
+            status=rundir.Status.running, quant=job.recipe.name, arm=cfg.arm, seed=cfg.seed,
+            model=job.model.name, max_steps=job.max_steps, tokens_per_step=job.tokens_per_step,
+            config_hash=chash, git_sha=rundir.git_sha(), device=_device_name(tr),
+            machine_class=str(Machine.here().cls), versions=versions(),
+            started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
+        if rank0:
+            say(str(plan))
+            base.write(out)
+        return cls(out, job, base, fork)
+
+    def fit(self, raw: DictConfig, start: rundir.Start, multirun: bool,
+            position: SweepPosition | None) -> None:
+        """Data, module, trainer; fit from step 0, ``last.ckpt`` or the branch point."""
+        job, out, seed = self.job, self.out, self.base.seed
+        t = job.train
+        L.seed_everything(seed, workers=True, verbose=False)
+        dm = LMDataModule(job.data, seq_len=t.seq_len, batch_size=t.batch_size, seed=seed,
+                          val_batches=t.val_batches)
+        dm.prepare_data()
+        dm.setup("fit")
+        self.base = dataclasses.replace(self.base, data_fingerprint=dm.fingerprint)
+        model = job.sized_model(dm.vocab_size)
+        task = self.task = LMTask(model, job.recipe, t, seed=seed, max_steps=job.max_steps,
+                                  tokens_per_step=job.tokens_per_step,
+                                  bytes_per_token=dm.bytes_per_token)
+        self.auto = AutoBackend(job.recipe, model, job.tokens_per_step, job.max_steps)
+        trainer = _trainer(job.trainer, t, out, job.max_steps, job.tokens_per_step, multirun,
+                           position, [self.auto, SaveForBranches(
+                               out, branch.save_steps(raw, job.max_steps))])
+        resume = out / "checkpoints" / "last.ckpt" if start == rundir.Start.resume else None
+        trainer.fit(task, datamodule=dm,
+                    ckpt_path=resume or (self.fork.checkpoint if self.fork else None))
+        if task.start_step >= job.max_steps:
+            # resumed from the last step's checkpoint, written before that step's validation
+            # (a pre-emption in between): Lightning's fit ends at once, so evaluate it here
+            trainer.validate(task, datamodule=dm, verbose=False)
+        if trainer.is_global_zero and task.report is not None:
+            task.report.save(out / "layer_report.json")
+
+    def finish(self, status: rundir.Status, error: str | None) -> rundir.Summary:
+        """Rank 0 merges the logs and writes the final ``summary.json``."""
+        if process_rank() != 0:
+            return self.base
+        out, task, tokens_per_step = self.out, self.task, self.job.tokens_per_step
+        df = rundir.merge_metrics(out, tokens_per_step, self.fork.prefix() if self.fork else None)
+        val = df["val_loss"].dropna() if "val_loss" in df else []
+        bpb = df["val_bpb"].dropna() if "val_bpb" in df else []
+        trained = df.dropna(subset=["train_loss"]) if "train_loss" in df else df.iloc[:0]
+        # the trainer's count: a run shorter than train.log_every logs no row but trained
+        steps = max(int(trained["step"].max()) if len(trained) else 0,
+                    int(task.global_step) if task is not None else 0)
+        seconds = time.perf_counter() - self.wall
+        # what this process trained: a resumed run's wall time covers only its own steps
+        run_here = steps - (task.start_step if task is not None else 0)
+        summary = dataclasses.replace(
+            self.base, status=status, error=error,
+            final_val_loss=float(val.iloc[-1]) if len(val) else None,
+            best_val_loss=float(val.min()) if len(val) else None,
+            final_val_bpb=float(bpb.iloc[-1]) if len(bpb) else None,
+            final_train_loss=_last(df, "train_loss"), steps=steps,
+            tokens=steps * tokens_per_step, wall_seconds=round(seconds, 2),
+            tokens_per_second=round(run_here * tokens_per_step / seconds, 1) if seconds
+            else None,
+            backend=getattr(task and task.report, "backend", None),
+            backend_reason=self.auto and self.auto.reason,
+            finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
+        if status == rundir.Status.done and self.auto is not None:
+            self.auto.record(df, self.wall, summary.backend)
+        summary.write(out)
+        say(f"{out}: {status.value}" + (f" ({error})" if error else "")
+            + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
+        return summary
 
 
 def _last(df, col):
