@@ -28,6 +28,7 @@ from pathlib import Path
 from .configs import conf_dir, conf_source
 
 REPO = Path(__file__).resolve().parents[2]   # a checkout's root: only ``bench`` needs it
+MULTIRUN = frozenset({"-m", "--multirun"})
 
 
 def shared_run_dir(argv: list[str]) -> list[str]:
@@ -42,11 +43,11 @@ def shared_run_dir(argv: list[str]) -> list[str]:
 
 
 def run(argv: list[str]) -> int:
-    """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` per job."""
+    """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` (``_job``) per job."""
     import hydra
 
     from .train import preflight
-    from .train.schema import Refused, register
+    from .train.schema import register
 
     if {"--help", "-h"} & set(argv):
         from .configs import run_help
@@ -54,10 +55,11 @@ def run(argv: list[str]) -> int:
         print(run_help())
         return 0
     dry_run = "--dry-run" in argv
-    flag = {"-m", "--multirun"}      # Hydra's parser takes it only before the overrides
-    argv = [a for a in argv if a in flag] + [a for a in argv if a not in flag | {"--dry-run"}]
-    flags = {a for a in argv if a.startswith("-")} - {"-m", "--multirun"}
-    if not flags and not os.environ.get("HYDRA_FULL_ERROR"):
+    # Hydra's parser takes -m only before the overrides; --dry-run is ours
+    argv = [a for a in argv if a in MULTIRUN] + [a for a in argv
+                                                 if a not in MULTIRUN | {"--dry-run"}]
+    hydra_flags = {a for a in argv if a.startswith("-")} - MULTIRUN
+    if not hydra_flags and not os.environ.get("HYDRA_FULL_ERROR"):
         problem = preflight.check(argv)       # one line, before Hydra writes anything
         if problem:
             print(f"nvfp4-lab: {problem}", file=sys.stderr)
@@ -69,35 +71,38 @@ def run(argv: list[str]) -> int:
         return 0
     register()
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]
-
-    @hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
-    def app(cfg) -> None:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        from .rundir import RankFailed, RunExists
-        from .train.progress import SweepPosition
-        from .train.sweep_plan import SweepPlan
-        from .train.task import train
-
-        hc = HydraConfig.get()
-        multirun = hc.mode == RunMode.MULTIRUN
-        position = SweepPosition(int(hc.job.num), SweepPlan.load(Path(hc.sweep.dir)),
-                                 Path(hc.sweep.dir)) if multirun else None
-        out = Path(hc.runtime.output_dir)
-        try:
-            train(cfg, out, multirun=multirun, position=position)
-        except (Refused, RunExists) as err:   # cannot start: one line, not Hydra's traceback
-            _drop_hydra_log(out)
-            raise SystemExit(f"nvfp4-lab: {err}") from None
-        except RankFailed as err:   # the cause is recorded; one line on each rank
-            raise SystemExit(f"nvfp4-lab: {err}") from None
-
+    app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
     try:
-        app()          # a sweep with a failed job ends in SystemExit(1) (train/sweep.py)
+        app(_job)()    # a sweep with a failed job ends in SystemExit(1) (train/sweep.py)
     finally:
         _close_process_group()
     return 0
+
+
+def _job(cfg) -> None:
+    """One job of ``run``, in the process Hydra's launcher gives it. A job that cannot start
+    ends in one line, not Hydra's traceback."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    from .rundir import RankFailed, RunExists
+    from .train.progress import SweepPosition
+    from .train.schema import Refused
+    from .train.sweep_plan import SweepPlan
+    from .train.task import train
+
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    position = SweepPosition(int(hc.job.num), SweepPlan.load(Path(hc.sweep.dir)),
+                             Path(hc.sweep.dir)) if multirun else None
+    out = Path(hc.runtime.output_dir)
+    try:
+        train(cfg, out, multirun=multirun, position=position)
+    except (Refused, RunExists) as err:   # nothing written: drop Hydra's own log too
+        _drop_hydra_log(out)
+        raise SystemExit(f"nvfp4-lab: {err}") from None
+    except RankFailed as err:   # the cause is recorded; one line on each rank
+        raise SystemExit(f"nvfp4-lab: {err}") from None
 
 
 def _drop_hydra_log(out: Path) -> None:
