@@ -26,7 +26,7 @@ from torch import nn
 from . import backends
 from .linear import QuantLinear, QuantState
 from .operands import LayerMetric
-from .plan import operand_plan
+from .plan import GemmPlan, operand_plan
 from .recipe import OPERANDS, Recipe, to_dict
 
 
@@ -150,52 +150,59 @@ def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None
     backend: a resolved backend, else ``recipe.backend`` is resolved and self-tested here on
     ``device`` (default: where the model's parameters are).
     """
-    block_name, block_list = find_blocks(model, blocks)
-    n_blocks = len(block_list)
-    for key in ("first", "last"):
-        recipe.high_precision.count(key, n_blocks)  # raises if more than n_blocks
-    kinds = [getattr(blk, "kind", None) for blk in block_list]
-    linears = {f"{block_name}.{n}": (i, m) for i, blk in enumerate(block_list)
-               for n, m in ((f"{i}.{k}", s) for k, s in blk.named_modules())
-               if isinstance(m, nn.Linear)}
-    for pattern in recipe.high_precision.names:
-        if not any(fnmatch.fnmatchcase(n, pattern) for n in linears):
-            raise ValueError(f"high_precision.names: {pattern!r} matches no linear layer; "
-                             f"the linear layers are {', '.join(linears)}")
+    candidates, n_blocks = _candidates(model, recipe, blocks)
     plan = operand_plan(recipe)
-    touches = recipe.format != "bf16" or recipe.rht.gemms
-    rows, chosen = [], []
-    for name, module in model.named_modules():
-        if not isinstance(module, nn.Linear):
-            continue
-        row = LayerRow(name, None, module.in_features, module.out_features, False)
-        if name not in linears:
-            row.reason = "outside the transformer blocks (embeddings and the LM head stay " \
-                         "high precision)"
-        else:
-            row.block = linears[name][0]
-            row.kind = kinds[row.block]
-            row.reason = _hp_reason(recipe, name, row.block, n_blocks) or (
-                "" if touches else "the recipe quantizes nothing")
-            if not row.reason:
-                _check_dims(recipe, name, module)
-                row.quantized = True
-                row.operands = {op: plan[op].describe() for op in OPERANDS}
-                chosen.append(name)
-        rows.append(row)
+    rows = [_row(recipe, plan, name, m, candidates.get(name), n_blocks)
+            for name, m in model.named_modules() if isinstance(m, nn.Linear)]
     if backend is None:
         if device is None:
             device = next(model.parameters()).device
         backend = backends.resolve(recipe.backend, [o.spec for o in plan.values() if o.spec],
                                    device)
     state = state or QuantState()
-    for index, name in enumerate(chosen):
+    for index, name in enumerate(r.name for r in rows if r.quantized):
         parent_name, _, child = name.rpartition(".")
         parent = model.get_submodule(parent_name)
         setattr(parent, child, QuantLinear.from_linear(
             getattr(parent, child), recipe=recipe, name=name, index=index, backend=backend,
             state=state))
     return Report(to_dict(recipe), backend.name, rows)
+
+
+def _candidates(model: nn.Module, recipe: Recipe, blocks: str | None
+                ) -> tuple[dict[str, tuple[int, str | None]], int]:
+    """The linear layers inside the blocks, each with its block's index and kind, and the
+    number of blocks; raises where ``recipe.high_precision`` selects what is not there."""
+    block_name, block_list = find_blocks(model, blocks)
+    for key in ("first", "last"):
+        recipe.high_precision.count(key, len(block_list))  # raises if more than there are
+    candidates = {f"{block_name}.{i}.{n}": (i, getattr(blk, "kind", None))
+                  for i, blk in enumerate(block_list)
+                  for n, m in blk.named_modules() if isinstance(m, nn.Linear)}
+    for pattern in recipe.high_precision.names:
+        if not any(fnmatch.fnmatchcase(n, pattern) for n in candidates):
+            raise ValueError(f"high_precision.names: {pattern!r} matches no linear layer; "
+                             f"the linear layers are {', '.join(candidates)}")
+    return candidates, len(block_list)
+
+
+def _row(recipe: Recipe, plan: GemmPlan, name: str, linear: nn.Linear,
+         candidate: tuple[int, str | None] | None, n_blocks: int) -> LayerRow:
+    """What ``linear`` gets: its operands' quantizers, or why it stays high precision."""
+    row = LayerRow(name, None, linear.in_features, linear.out_features, False)
+    if candidate is None:
+        row.reason = "outside the transformer blocks (embeddings and the LM head stay high " \
+                     "precision)"
+        return row
+    row.block, row.kind = candidate
+    touches = recipe.format != "bf16" or recipe.rht.gemms
+    row.reason = _hp_reason(recipe, name, row.block, n_blocks) or (
+        "" if touches else "the recipe quantizes nothing")
+    if not row.reason:
+        _check_dims(recipe, name, linear)
+        row.quantized = True
+        row.operands = {op: plan[op].describe() for op in OPERANDS}
+    return row
 
 
 def quant_layers(model: nn.Module) -> list[QuantLinear]:
