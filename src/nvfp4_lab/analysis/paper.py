@@ -114,6 +114,25 @@ def _labels(path: Path, key: str, raw, kind: type) -> dict[str, object]:
 
 def _parse(path: Path) -> PaperResult:
     raw = yaml.safe_load(path.read_text())
+    _check_keys(path, raw)
+    metric = raw["metric"]
+    values = _labels(path, "values", raw["values"], float)
+    source = _labels(path, "source", raw["source"], str)
+    outcomes = _labels(path, "outcomes", raw.get("outcomes") or {}, str)
+    if set(source) != set(values) or any(s not in SOURCES for s in source.values()):
+        raise ValueError(f"{path}: key 'source' must give one of {SOURCES} for exactly the "
+                         f"labels of 'values'")
+    claims = [*_claims(path, raw["claims"]), *_claims(path, raw.get("sizes") or [], "size"),
+              *_claims(path, raw.get("ours") or [], "ours")]
+    inferred = _labels(path, "inferred", raw.get("inferred") or {}, float)
+    return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
+                       _baseline(path, raw["baseline"], metric, values), raw["reference"],
+                       raw["axis"], raw["finding"], _ordering(path, raw["ordering"], values),
+                       values, source, claims, outcomes, raw.get("notes") or "", inferred)
+
+
+def _check_keys(path: Path, raw: object) -> None:
+    """The file's keys: none unknown, none required missing, the strings non-empty."""
     if not isinstance(raw, dict):
         raise ValueError(f"{path}: expected a mapping at the top level")
     for key in raw:
@@ -126,40 +145,37 @@ def _parse(path: Path) -> PaperResult:
     for key in ("experiment", "figure", "scale", "metric", "reference", "axis", "finding"):
         if not isinstance(raw[key], str) or not raw[key]:
             raise ValueError(f"{path}: key {key!r} must be a non-empty string")
-    metric = raw["metric"]
-    if metric not in METRICS:
-        raise ValueError(f"{path}: key 'metric': unknown metric {metric!r} (one of {METRICS})")
-    values = _labels(path, "values", raw["values"], float)
-    source = _labels(path, "source", raw["source"], str)
-    outcomes = _labels(path, "outcomes", raw.get("outcomes") or {}, str)
-    if set(source) != set(values) or any(s not in SOURCES for s in source.values()):
-        raise ValueError(f"{path}: key 'source' must give one of {SOURCES} for exactly the "
-                         f"labels of 'values'")
-    baseline = raw["baseline"]
-    if baseline is not None:
-        baseline = str(baseline)
-        if metric in ABSOLUTE_METRICS:
-            raise ValueError(f"{path}: key 'baseline' must be null for the absolute {metric}")
-        if metric in GAP_METRICS and values.get(baseline, 0.0) != 0.0:
-            raise ValueError(f"{path}: key 'values': the baseline {baseline!r} has a nonzero gap")
-    ordering = raw["ordering"]
-    if ordering is not None:
-        if not isinstance(ordering, list):
-            raise ValueError(f"{path}: key 'ordering' must be a list of labels or null")
-        ordering = [str(label) for label in ordering]
-        if len(set(ordering)) != len(ordering) or set(ordering) != set(values):
-            raise ValueError(f"{path}: key 'ordering' must list each label of 'values' once: "
-                             f"missing {sorted(set(values) - set(ordering))}, extra or repeated "
-                             f"{sorted(set(ordering) - set(values)) or ordering}")
-    claims = [*_claims(path, raw["claims"]), *_claims(path, raw.get("sizes") or [], "size"),
-              *_claims(path, raw.get("ours") or [], "ours")]
-    inferred = _labels(path, "inferred", raw.get("inferred") or {}, float)
-    notes = raw.get("notes") or ""
-    if not isinstance(notes, str):
+    if raw["metric"] not in METRICS:
+        raise ValueError(f"{path}: key 'metric': unknown metric {raw['metric']!r} "
+                         f"(one of {METRICS})")
+    if not isinstance(raw.get("notes") or "", str):
         raise ValueError(f"{path}: key 'notes' must be a string")
-    return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
-                       baseline, raw["reference"], raw["axis"], raw["finding"], ordering,
-                       values, source, claims, outcomes, notes, inferred)
+
+
+def _baseline(path: Path, baseline: object, metric: str, values: dict[str, float]
+              ) -> str | None:
+    """The label the gaps are to; null for an absolute metric."""
+    if baseline is None:
+        return None
+    if metric in ABSOLUTE_METRICS:
+        raise ValueError(f"{path}: key 'baseline' must be null for the absolute {metric}")
+    if metric in GAP_METRICS and values.get(str(baseline), 0.0) != 0.0:
+        raise ValueError(f"{path}: key 'values': the baseline {baseline!r} has a nonzero gap")
+    return str(baseline)
+
+
+def _ordering(path: Path, ordering: object, values: dict[str, float]) -> list[str] | None:
+    """The paper's order of the labels, best first, each label of ``values`` once."""
+    if ordering is None:
+        return None
+    if not isinstance(ordering, list):
+        raise ValueError(f"{path}: key 'ordering' must be a list of labels or null")
+    order = [str(label) for label in ordering]
+    if len(set(order)) != len(order) or set(order) != set(values):
+        raise ValueError(f"{path}: key 'ordering' must list each label of 'values' once: "
+                         f"missing {sorted(set(values) - set(order))}, extra or repeated "
+                         f"{sorted(set(order) - set(values)) or order}")
+    return order
 
 
 def _claims(path: Path, raw, kind: str = "paper") -> list[Claim]:
