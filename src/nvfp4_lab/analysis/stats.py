@@ -146,19 +146,26 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
                "ci_lo": ci.lo, "ci_hi": ci.hi,
                "runs": int(mine["size"].sum()) if mine is not None else 0}
         if gaps is not None:
-            if label == baseline:
-                n_pairs = finished.loc[finished["label"] == label, "seed"].nunique()
-                gap, verdict = Interval(0, math.nan, math.nan, math.nan, math.nan), "baseline"
-            else:
-                gap = mean_ci(gaps.loc[gaps["label"] == label, "gap_pct"], level)
-                n_pairs = gap.n
-                used = tests.get(label, (None, None))[0]
-                verdict = _verdict(gap.n, used if used is not None and used.pooled else gap)
-            row.update(n_pairs=n_pairs, gap_pct=gap.mean, gap_lo=gap.lo, gap_hi=gap.hi,
-                       verdict=verdict)
-            row.update(_pooled_columns(*tests.get(label, (None, None))))
+            row.update(_gap_columns(label, baseline, finished, gaps, tests, level))
         rows.append(row)
     return pd.DataFrame(rows)
+
+
+def _gap_columns(label: str, baseline: str | None, finished: pd.DataFrame,
+                 gaps: pd.DataFrame, tests: dict[str, tuple[v.GapTest, v.Pool]],
+                 level: float) -> dict:
+    """``label``'s paired gap to the baseline, its interval and verdict (from the pooled
+    interval where its class pooled), then ``_pooled_columns``."""
+    test, pool = tests.get(label, (None, None))
+    if label == baseline:
+        n_pairs = finished.loc[finished["label"] == label, "seed"].nunique()
+        gap, verdict = Interval(0, math.nan, math.nan, math.nan, math.nan), "baseline"
+    else:
+        gap = mean_ci(gaps.loc[gaps["label"] == label, "gap_pct"], level)
+        n_pairs = gap.n
+        verdict = _verdict(gap.n, test if test is not None and test.pooled else gap)
+    return {"n_pairs": n_pairs, "gap_pct": gap.mean, "gap_lo": gap.lo, "gap_hi": gap.hi,
+            "verdict": verdict, **_pooled_columns(test, pool)}
 
 
 def _pooled_tests(runs: pd.DataFrame, gaps: pd.DataFrame, baseline: str
