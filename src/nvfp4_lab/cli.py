@@ -6,7 +6,7 @@
     nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
     nvfp4-lab plot DIR...               (re)write each sweep's report.md, tables, figures
-    nvfp4-lab plot --index results/     (re)write the index of the published ablations
+    nvfp4-lab plot --index results/     rewrite every published report, then the index
     nvfp4-lab publish SWEEP [--to DIR] [--as FOLDER]
                                         copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
@@ -224,7 +224,7 @@ def _report(paths, out, args) -> int:
 
 def plot(argv: list[str]) -> int:
     """Rewrite the report of every sweep at or under each path (a run dir gets its own), or
-    with ``--index DIR`` the results index of the ablations published there."""
+    with ``--index DIR`` every report published there and the index of them all."""
     if argv and argv[0] == "--index":
         return _index(argv[1:])
     args = _analysis_args("plot", argv, out=False)
@@ -247,14 +247,17 @@ def compare(argv: list[str]) -> int:
 
 
 def _index(argv: list[str]) -> int:
+    """Every published report, then the index that reads them all."""
     from .analysis.index import write_index
+    from .analysis.publish import redraw
 
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print(f"error: --index takes one results directory, got {' '.join(argv) or 'none'}",
               file=sys.stderr)
         return 2
     try:
-        print(f"index: {write_index(Path(argv[0]))}")
+        print(f"reports: {len(redraw(Path(argv[0])))} rewritten\n"
+              f"index: {write_index(Path(argv[0]))}")
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -5,6 +5,9 @@
 ``results/<ablation>/`` (or ``--as v2/<folder>`` for a design-v2 sweep); checkpoints and event
 files stay behind. A published folder is never overwritten. A study (``STUDIES``: the scaling
 grid, which runs over several sessions) is published as it grows instead.
+
+A published report cites what the other published sweeps found of its claims; ``redraw``
+rewrites them all (``nvfp4-lab plot --index``), so that none cites a superseded row.
 """
 from __future__ import annotations
 
@@ -13,6 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
+
+from .collect import find_sweeps
+from .report import write_report
 
 # The order results are run and listed in: the headline (formats) first, then roughly by how
 # likely a small scale is to show the effect (docs/experiments.md, Small scale).
@@ -65,6 +71,13 @@ def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     for f in SWEEP_FILES:
         shutil.copy2(sweep / f, dest / f)
     return dest
+
+
+def redraw(results: Path) -> list[Path]:
+    """Rewrite the report of every sweep published under ``results``, PNG figures only (as
+    ``publish`` draws them); returns the reports' paths."""
+    return [write_report([sweep], sweep, pdf=False) for sweep in find_sweeps(results)
+            if (sweep / "multirun.yaml").exists()]
 
 
 def _grow(sweep: Path, dest: Path) -> Path:

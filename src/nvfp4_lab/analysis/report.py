@@ -5,7 +5,8 @@ paper compares against, else BF16, else the first recipe), and writes
 
     report.md                      what was run, the final-loss table with intervals, the
                                    figures, the paper's finding beside ours
-    tables/runs.csv                one row per run (collect's ``runs``)
+    tables/runs.csv                one row per run (collect's ``runs``, less the local
+                                   ``path``: ``run`` names it under the report's folder)
     tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
     tables/loss_gap.csv            the gap curves behind loss_gap.png
     tables/token_efficiency.csv    when recipes ran at several token budgets
@@ -111,7 +112,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     colours = figures.palette(coll.labels)
     (out / "tables").mkdir(parents=True, exist_ok=True)
     draft = _Draft(out, pdf)
-    draft.table(coll.runs, "runs")
+    draft.table(coll.runs.drop(columns="path"), "runs")
     table = recipe_table(coll.runs, "final_val_loss", base)
     draft.table(table, "final_loss")
     draft.sections += [header(coll, ablation, paper, base, out),

@@ -3,12 +3,17 @@ study grown run by run; unfinished and unknown sweeps refused in one line."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 from helpers.sweeps import make_sweep
 
 from nvfp4_lab.analysis.index import write_index
+from nvfp4_lab.analysis.publish import redraw
 from nvfp4_lab.cli import main
+
+RESULTS = Path(__file__).resolve().parents[3] / "results"
 
 
 def test_publish_copies_only_the_small_files_and_never_overwrites(tmp_path, capsys):
@@ -72,3 +77,23 @@ def test_a_study_is_published_as_it_grows(tmp_path, capsys):
     assert main(["publish", str(other), "--to", str(results)]) == 2
     err = capsys.readouterr().err
     assert "holds another grid's runs" in err and err.count("\n") == 1
+
+
+def _body(path: Path) -> list[str]:
+    """A report's lines but its date line; a table's lines."""
+    return [line for line in path.read_text().splitlines() if not line.startswith("Generated ")]
+
+
+def test_every_published_report_is_what_plot_index_writes_now(tmp_path, monkeypatch):
+    """Each report cites what the other published sweeps found of its claims: one published
+    later, or a change to the reports, leaves it stale until ``plot --index`` runs again."""
+    shutil.copytree(RESULTS, tmp_path / "results",
+                    ignore=shutil.ignore_patterns("*.png", "*.pdf"))
+    monkeypatch.chdir(tmp_path)
+    written = redraw(Path("results"))
+    assert len(written) == len(list(RESULTS.rglob("report.md"))) > 20
+    for report in written:
+        for new in [report, *sorted((report.parent / "tables").glob("*.csv"))]:
+            old = RESULTS / new.relative_to("results")
+            assert _body(new) == _body(old), \
+                f"{old} differs from what the code writes now: nvfp4-lab plot --index results/"
