@@ -291,7 +291,8 @@ def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title:
     several), each bar labelled with its number.
 
     paper: a PaperResult; ours: label, value, lo, hi in the paper's metric units, gaps
-    against ``baseline``.
+    against ``baseline``; unit: what our losses are per (``collect.loss_unit``), where the
+    paper's metric is a loss.
     """
     labels = [lb for lb in colours if lb in paper.values or lb in set(ours["label"])]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
@@ -309,6 +310,7 @@ def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title:
                             (i, v), ha="center", va="top" if v < 0 else "bottom", fontsize=7,
                             xytext=(0, -2 if v < 0 else 2), textcoords="offset points")
         ax.set_xticks(x, labels, rotation=20, ha="right")
+        ax.set_xlim(-0.6, len(labels) - 0.4)   # every slot, where the end bars are missing too
         ax.axhline(0, color="black", lw=0.8)
         ax.grid(axis="x", visible=False)
         lo, hi = ax.get_ylim()
@@ -317,9 +319,9 @@ def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title:
         if lb in paper.outcomes and lb not in paper.values:
             left.annotate(paper.outcomes[lb], (i, 0), rotation=90, ha="center", va="bottom",
                           fontsize=7)
-    unit = _METRIC_UNITS[paper.metric]
     gap = paper.metric.endswith("gap_pct")
-    left.set_ylabel(unit + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
+    left.set_ylabel(_METRIC_UNITS[paper.metric]
+                    + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
     right.set_ylabel(f"validation loss gap (%) vs {baseline}" if gap else
                      f"final validation loss ({unit})")
     left.set_title(f"paper, {paper.figure}: {paper.scale}", fontsize=9)
