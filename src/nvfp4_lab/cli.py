@@ -145,41 +145,53 @@ def prepare_data(argv: list[str]) -> int:
 
 def info(argv: list[str]) -> int:
     """Versions, the accelerator, the backends, the conf dir, an eager-vs-compiled check."""
+    print("\n".join(_info_lines()))
+    return 0 if "--no-compile" in argv or _compiled_matches_eager() else 1
+
+
+def _info_lines() -> list[str]:
     import torch
 
     from . import __version__
     from .data import corpus
-    from .formats import FORMATS, QuantSpec, fake_quantize
-    from .quant import compiled, packaged
+    from .formats import FORMATS
+    from .quant import packaged
     from .train.machine import Machine, versions
 
-    print(f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}")
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
     machine = Machine.here()
-    print(f"cpu: {machine.describe()}; cuda: {cuda}")
-    print(f"machine class: {machine.cls} with "
-          + ", ".join(f"{k} {v}" for k, v in versions().items())
-          + " (runs are bit-equal within one class and these versions: README)")
-    print(f"formats: {', '.join(FORMATS)}")
     try:
         import nvfp4_kernels  # noqa: F401
         triton = "installed" + ("" if torch.cuda.is_available() else " (needs CUDA)")
     except ImportError:
         triton = "not installed"
-    print(f"backends: reference, compiled; triton {triton}")
-    print(f"conf: {conf_source().describe()}")
-    print("corpora (sha256): "
-          + ", ".join(f"{f} {sha}" for f, sha in corpus.pinned_sdists()))
-    print(f"compile cache: {packaged.compile_cache_dir()}")
-    if "--no-compile" in argv:
-        return 0
+    return [
+        f"nvfp4-lab {__version__}  python {platform.python_version()}  torch {torch.__version__}",
+        f"cpu: {machine.describe()}; cuda: {cuda}",
+        f"machine class: {machine.cls} with "
+        + ", ".join(f"{k} {v}" for k, v in versions().items())
+        + " (runs are bit-equal within one class and these versions: README)",
+        f"formats: {', '.join(FORMATS)}",
+        f"backends: reference, compiled; triton {triton}",
+        f"conf: {conf_source().describe()}",
+        "corpora (sha256): " + ", ".join(f"{f} {sha}" for f, sha in corpus.pinned_sdists()),
+        f"compile cache: {packaged.compile_cache_dir()}"]
+
+
+def _compiled_matches_eager() -> bool:
+    """The compiled quantizers against the eager ones on one random tensor, printed."""
+    import torch
+
+    from .formats import QuantSpec, fake_quantize
+    from .quant import compiled
+
     x = torch.randn(64, 256)
     for spec in (QuantSpec("nvfp4"), QuantSpec("mxfp4")):
         same = torch.equal(fake_quantize(x, spec), compiled.fake_quantize(x, spec))
         print(f"compiled {spec.fmt} == eager: {same}")
         if not same:
-            return 1
-    return 0
+            return False
+    return True
 
 
 def bench(argv: list[str]) -> int:

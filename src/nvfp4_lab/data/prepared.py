@@ -206,6 +206,23 @@ class PreparedData:
     """sha256 of meta.json's content: same data, same fingerprint, on any machine."""
 
 
+def _checked_shard(shard: Path, tok: dict, split: dict) -> np.ndarray:
+    """The shard's tokens, once its header agrees with meta.json's tokenizer and split."""
+    header = read_header(shard)
+    expect = {"vocab_size": tok["vocab_size"], "eot_id": tok["eot_id"],
+              "fingerprint": tok["fingerprint"][:8], "n_tokens": split["tokens"]}
+    if "bytes" in split:
+        expect["text_bytes"] = split["bytes"]
+    for key, want in expect.items():
+        got = getattr(header, key)
+        if got != want:
+            raise ShardError(f"{shard}: header {key}={got!r} but meta.json says {want!r}; "
+                             "prepare the data again")
+    if header.n_tokens == 0:
+        raise ShardError(f"{shard} holds no tokens")
+    return read_shard(shard)
+
+
 def load_prepared(path: str | Path) -> PreparedData:
     """Memory-map a prepared folder, checking every shard header against meta.json."""
     path = Path(path)
@@ -219,23 +236,8 @@ def load_prepared(path: str | Path) -> PreparedData:
             raise ShardError(f"{meta_path}: format_version {meta['format_version']}, this "
                              f"code reads {VERSION}; prepare the data again")
         tok = meta["tokenizer"]
-        expect = {"vocab_size": tok["vocab_size"], "eot_id": tok["eot_id"],
-                  "fingerprint": tok["fingerprint"][:8]}
-        arrays = {}
-        for split in SPLITS:
-            info = meta["splits"][split]
-            header = read_header(path / f"{split}.bin")
-            expect_split = dict(expect, n_tokens=info["tokens"])
-            if "bytes" in info:
-                expect_split["text_bytes"] = info["bytes"]
-            for key, want in expect_split.items():
-                got = getattr(header, key)
-                if got != want:
-                    raise ShardError(f"{path / f'{split}.bin'}: header {key}={got!r} but "
-                                     f"meta.json says {want!r}; prepare the data again")
-            if header.n_tokens == 0:
-                raise ShardError(f"{path / f'{split}.bin'} holds no tokens")
-            arrays[split] = read_shard(path / f"{split}.bin")
+        arrays = {split: _checked_shard(path / f"{split}.bin", tok, meta["splits"][split])
+                  for split in SPLITS}
     except KeyError as e:
         raise ShardError(f"{meta_path} lacks the key {e}; see nvfp4_lab.data.prepared for "
                          "the required fields") from e
