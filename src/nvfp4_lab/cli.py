@@ -62,8 +62,7 @@ def run(argv: list[str]) -> int:
     if not hydra_flags and not os.environ.get("HYDRA_FULL_ERROR"):
         problem = preflight.check(argv)       # one line, before Hydra writes anything
         if problem:
-            print(f"nvfp4-lab: {problem}", file=sys.stderr)
-            return 2
+            return _refused(problem)
     if dry_run:
         from .train.preview import preview
 
@@ -105,6 +104,12 @@ def _job(cfg) -> None:
         raise SystemExit(f"nvfp4-lab: {err}") from None
 
 
+def _refused(problem: object) -> int:
+    """A user's mistake: one line on stderr, exit status 2."""
+    print(f"nvfp4-lab: {problem}", file=sys.stderr)
+    return 2
+
+
 def _drop_hydra_log(out: Path) -> None:
     """Remove the directory Hydra made for a job that never started: its only file is Hydra's
     own log, and its parent folder when that is empty too."""
@@ -129,16 +134,17 @@ def _close_process_group() -> None:
 
 def prepare_data(argv: list[str]) -> int:
     """Prepare the corpus of the composed config (``data=...`` overrides)."""
-    from hydra import compose, initialize_config_dir
-    from omegaconf import OmegaConf
-
     from .data import DataConfig, prepare
-    from .train.schema import register
+    from .train.preflight import composed
+    from .train.schema import plain
 
-    register()
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=argv)
-    data = DataConfig(**OmegaConf.to_container(cfg.data, resolve=True))
+    cfg = composed(argv)
+    if isinstance(cfg, str):
+        return _refused(cfg)
+    try:
+        data = plain(cfg.data, DataConfig)
+    except (ValueError, TypeError) as err:
+        return _refused(err)
     print(f"prepared: {prepare(data)}")
     return 0
 

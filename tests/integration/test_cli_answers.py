@@ -84,3 +84,18 @@ def test_a_multi_device_trainer_in_a_sweep_is_refused_before_anything_is_written
     assert r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr    # one line
     assert "trainer.devices=auto inside a sweep" in r.stderr and "torchrun" in r.stderr
     assert "Traceback" not in r.stderr and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("override, says", [
+    ("data=nope", "no config data/nope (data=nope); the options of data: bin, pycode"),
+    ("data.tokenizer=foo", "data.tokenizer='foo' is not one of bpe, bytes"),
+    ("data.vocab_sise=512", "no key data.vocab_sise (data.vocab_sise=512); did you mean "
+                            "data.vocab_size?"),
+])
+def test_prepare_data_refuses_a_bad_override_in_one_line_and_writes_nothing(tmp_path,
+                                                                           override, says):
+    r = call("prepare-data", override, f"data.cache_dir={tmp_path / 'cache'}", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr    # one line
+    assert r.stderr.startswith(f"nvfp4-lab: {says}"), r.stderr
+    assert not any(tmp_path.iterdir())

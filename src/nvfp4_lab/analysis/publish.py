@@ -46,6 +46,9 @@ def sweep_command(folder: Path) -> str:
 def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     """Copy a finished sweep's small files to ``results/<folder or its name>/``; never over an
     existing folder (a published result is replaced only by deleting it first, on purpose)."""
+    if not (sweep / "multirun.yaml").is_file():
+        raise FileNotFoundError(f"{sweep} holds no multirun.yaml: not a sweep directory; "
+                                "publish takes the folder of a finished sweep (-m)")
     raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
     name = raw.get("name")
     if name in STUDIES:

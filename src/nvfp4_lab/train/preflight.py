@@ -57,6 +57,21 @@ def check(argv: list[str]) -> str | None:
     return "; ".join(dict.fromkeys(p for p in problems if p)) or None
 
 
+def composed(overrides: list[str]) -> DictConfig | str:
+    """The one config ``overrides`` compose into, or the one line refusing them: for the
+    commands that read a config without training it (``prepare-data``)."""
+    try:
+        OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:
+        return _first_line(err)
+    register()
+    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
+        try:
+            return compose("config", overrides=overrides)
+        except ConfigCompositionException as err:
+            return _explain(err, overrides)
+
+
 def _trials(parsed) -> list[list[str]]:
     """The override lists to compose: the first value of every sweep, then each further value
     of each swept key with the others at their first."""

@@ -193,6 +193,16 @@ class TrainerConfig:
     progress: Progress = Progress.auto
     threads: int = 0                # torch.set_num_threads (0: the cores, divided among jobs)
 
+    def __post_init__(self):
+        if self.threads < 0:
+            raise ValueError(f"trainer.threads={self.threads} must be >= 0 (0: the cores, "
+                             "divided among the jobs running at once)")
+        if self.num_nodes < 1:
+            raise ValueError(f"trainer.num_nodes={self.num_nodes} must be >= 1")
+        if isinstance(self.devices, int) and self.devices < 1:
+            raise ValueError(f"trainer.devices={self.devices} must be >= 1, a list of device "
+                             "indices, or auto")
+
     def world_size(self) -> int:
         """Data-parallel processes: the launcher's when torchrun or srun started us, else the
         config's."""

@@ -46,6 +46,9 @@ def test_publish_refuses_unfinished_and_unknown_sweeps(tmp_path, capsys):
     summary.to_csv(sweep / "sweep_summary.csv", index=False)
     assert main(["publish", str(sweep), "--to", str(tmp_path / "r")]) == 2
     assert "not finished" in capsys.readouterr().err
+    assert main(["publish", str(tmp_path / "nothing"), "--to", str(tmp_path / "r")]) == 2
+    assert f"{tmp_path / 'nothing'} holds no multirun.yaml: not a sweep directory" in \
+        capsys.readouterr().err
     assert not (tmp_path / "r").exists()
 
 

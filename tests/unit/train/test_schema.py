@@ -57,6 +57,17 @@ def test_several_devices_in_a_sweep_without_a_launcher_are_refused(env):
     TrainerConfig(strategy="ddp", devices=2).check_launch(multirun=False)
 
 
+@pytest.mark.parametrize("bad, message", [
+    ({"threads": -3}, "trainer.threads=-3 must be >= 0"),
+    ({"num_nodes": 0}, "trainer.num_nodes=0 must be >= 1"),
+    ({"devices": 0}, "trainer.devices=0 must be >= 1, a list of device indices, or auto"),
+])
+def test_a_process_layout_that_cannot_exist_is_refused_by_name(bad, message):
+    with pytest.raises(ValueError, match=message):
+        TrainerConfig(**bad)
+    TrainerConfig(threads=0, num_nodes=1, devices=[0])      # the edges that do exist
+
+
 @pytest.mark.parametrize("launcher, rank", [({}, 0), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
                                             ({"SLURM_PROCID": "5"}, 5), ({"LOCAL_RANK": "1"}, 1)])
 def test_the_process_rank_comes_from_whoever_started_it(env, launcher, rank):
