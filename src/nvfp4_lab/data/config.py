@@ -18,11 +18,13 @@ Sources:
 
 Validation is split by its dependency on the filesystem: values are checked here, when the
 config is built (possibly on a laptop that composes a sweep for a cluster); whether ``path``
-exists is checked by ``prepare`` on the machine that reads it.
+exists (``check_path``) on the machine that reads it: by ``prepare``, and by the command-line
+check when the jobs train where it runs.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from .shards import MAX_VOCAB
 
@@ -81,6 +83,11 @@ class DataConfig:
             raise ValueError(f"data.val_docs={self.val_docs} names a document twice")
         if not self.cache_dir:
             raise ValueError("data.cache_dir is empty; give a folder for prepared data")
+
+    def check_path(self) -> None:
+        """FileNotFoundError unless ``path`` is a folder, for the sources that read it."""
+        if self.source in PATH_SOURCES and not Path(str(self.path)).is_dir():
+            raise FileNotFoundError(f"data.path={self.path!r} is not a folder")
 
     @property
     def tokenizer_tag(self) -> str:

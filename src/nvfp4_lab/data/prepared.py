@@ -158,10 +158,9 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
 
 def prepare(cfg: DataConfig) -> Path:
     """Make sure the prepared folder of ``cfg`` exists and return it (see module doc)."""
+    cfg.check_path()
     target = prepared_dir(cfg)
     if cfg.source == "bin":
-        if not target.is_dir():
-            raise FileNotFoundError(f"data.path={cfg.path!r} is not a folder")
         load_prepared(target)
         return target
     recipe = _recipe(cfg)

@@ -95,6 +95,7 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
     except ConfigCompositionException as err:
         return _explain(err, trial)
     multirun = multirun or str(cfg.hydra.mode) in ("MULTIRUN", "RunMode.MULTIRUN")
+    here = not str(cfg.hydra.launcher.get("_target_")).endswith(".SlurmLauncher")
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
     jobs = []
     for arm in arms:
@@ -104,10 +105,26 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
                 trial_cfg.arm = arm
             job = Job.resolve(trial_cfg)
             job.trainer.check_launch(multirun)
-        except (ValueError, TypeError, OmegaConfBaseException) as err:
+            if here:
+                _check_here(job)
+        except (ValueError, TypeError, OmegaConfBaseException, FileNotFoundError) as err:
             return _arm_prefix(arm, arms) + _first_line(err)
         jobs.append(job)
     return jobs
+
+
+def _check_here(job: Job) -> None:
+    """What only the machine that trains can answer, asked when that is this one (any
+    launcher but SLURM's): the data folder, a CUDA device for a GPU accelerator."""
+    job.data.check_path()
+    if job.trainer.accelerator in ("gpu", "cuda"):
+        import torch
+
+        if not torch.cuda.is_available():
+            raise ValueError(f"trainer.accelerator={job.trainer.accelerator}: this machine has "
+                             f"no CUDA device (torch {torch.__version__}); use "
+                             "trainer.accelerator=cpu, or launcher=submitit to train on a "
+                             "SLURM GPU node")
 
 
 def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:

@@ -73,6 +73,24 @@ def test_valid_command_lines_pass(argv):
     assert check(argv) is None
 
 
+def test_what_only_the_training_machine_knows_is_asked_when_the_jobs_train_here(tmp_path):
+    """A data folder and a CUDA device are checked unless SLURM trains the jobs elsewhere (a
+    login node composes a sweep for GPU nodes whose paths it may not see)."""
+    import torch
+
+    missing = ["data=bin", f"data.path={tmp_path / 'prepared'}"]
+    assert check(missing) == f"data.path='{tmp_path / 'prepared'}' is not a folder"
+    assert check(["data=textdir", f"data.path={tmp_path / 'texts'}"]) == \
+        f"data.path='{tmp_path / 'texts'}' is not a folder"
+    assert check([*missing, "launcher=submitit"]) is None
+    (tmp_path / "prepared").mkdir()
+    assert check(missing) is None
+    if not torch.cuda.is_available():
+        assert check(["trainer=gpu"]).startswith(
+            "trainer.accelerator=gpu: this machine has no CUDA device (torch ")
+        assert check(["trainer=gpu", "launcher=submitit"]) is None
+
+
 @pytest.mark.parametrize("ablation", sorted(p.stem for p in (conf_dir() / "ablation").glob(
     "*.yaml") if p.stem != "smoke"))  # smoke fixes a 2-block depth: a transformer's
 def test_every_ablation_arm_fits_the_hybrid(ablation):
