@@ -166,6 +166,20 @@ class TrainConfig:
         if self.tokens_per_param and self.max_tokens:
             raise ValueError(f"train.tokens_per_param={self.tokens_per_param} and train."
                              f"max_tokens={self.max_tokens} both set the run length; set one")
+        self._check_optimizer()
+
+    def _check_optimizer(self) -> None:
+        """AdamW's settings and the schedule's floor, each within what it means."""
+        bad = [f"train.{key}={getattr(self, key)} must be {rule}" for key, ok, rule in (
+            ("lr", self.lr > 0, "> 0"), ("eps", self.eps > 0, "> 0"),
+            ("min_lr_ratio", 0 <= self.min_lr_ratio <= 1, "in [0, 1]"),
+            ("weight_decay", self.weight_decay >= 0, ">= 0"),
+            ("grad_clip", self.grad_clip >= 0, ">= 0 (0: no clipping)"),
+            ("stats_every", self.stats_every >= 0, ">= 0 (0: off)"),
+            ("betas", len(self.betas) == 2 and all(0 <= b < 1 for b in self.betas),
+             "two numbers in [0, 1)")) if not ok]
+        if bad:
+            raise ValueError(bad[0])
 
     def tokens_per_step(self, world: int) -> int:
         """The tokens of one optimizer step on ``world`` data-parallel processes."""

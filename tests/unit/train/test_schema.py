@@ -11,6 +11,7 @@ from nvfp4_lab.quant import Recipe
 from nvfp4_lab.train.schema import (
     QuantSchema,
     Refused,
+    TrainConfig,
     TrainerConfig,
     launcher_layout,
     process_rank,
@@ -66,6 +67,22 @@ def test_a_process_layout_that_cannot_exist_is_refused_by_name(bad, message):
     with pytest.raises(ValueError, match=message):
         TrainerConfig(**bad)
     TrainerConfig(threads=0, num_nodes=1, devices=[0])      # the edges that do exist
+
+
+@pytest.mark.parametrize("bad, message", [
+    ({"lr": -1.0}, "train.lr=-1.0 must be > 0"),
+    ({"eps": 0.0}, "train.eps=0.0 must be > 0"),
+    ({"min_lr_ratio": 2.0}, r"train.min_lr_ratio=2.0 must be in \[0, 1\]"),
+    ({"weight_decay": -0.1}, "train.weight_decay=-0.1 must be >= 0"),
+    ({"grad_clip": -1.0}, r"train.grad_clip=-1.0 must be >= 0 \(0: no clipping\)"),
+    ({"stats_every": -1}, "train.stats_every=-1 must be >= 0"),
+    ({"betas": [0.9, 1.0]}, r"train.betas=\[0.9, 1.0\] must be two numbers in \[0, 1\)"),
+    ({"betas": [0.9]}, r"train.betas=\[0.9\] must be two numbers"),
+])
+def test_an_optimizer_setting_outside_its_meaning_is_refused_by_name(bad, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**bad)
+    TrainConfig(lr=1e-9, min_lr_ratio=0.0, weight_decay=0.0, grad_clip=0.0, betas=[0.0, 0.999])
 
 
 @pytest.mark.parametrize("launcher, rank", [({}, 0), ({"RANK": "3", "LOCAL_RANK": "1"}, 3),
