@@ -94,6 +94,9 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
         return _explain(err, trial)
+    if cfg.hydra.launcher.get("n_jobs") == 0:
+        return ("hydra.launcher.n_jobs=0 runs no job at once; give how many (-1: one per "
+                "core)")
     multirun = multirun or str(cfg.hydra.mode) in ("MULTIRUN", "RunMode.MULTIRUN")
     here = not str(cfg.hydra.launcher.get("_target_")).endswith(".SlurmLauncher")
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]

@@ -78,11 +78,12 @@ class SweepPlan:
 
 
 def parallel_jobs(launcher) -> int:
-    """Jobs the sweep's launcher runs at once: joblib's ``n_jobs`` (-1: one per core), else 1."""
+    """Jobs the sweep's launcher runs at once: joblib's ``n_jobs`` (-1: one per core, -2: all
+    cores but one, ...), else 1."""
     if "joblib" not in str(launcher.get("_target_")):
         return 1
     n = int(launcher.get("n_jobs") or 1)
-    return n if n > 0 else os.cpu_count() or 1
+    return n if n > 0 else max(1, (os.cpu_count() or 1) + 1 + n)
 
 
 def makespan(seconds: list[float], parallel: int, free_at: float = 0.0) -> float:

@@ -20,6 +20,8 @@ from nvfp4_lab.train.preflight import _trials, check
     (["quant=nvfp5"], "no config quant/nvfp5 (quant=nvfp5); the options of quant: bf16, fp8,"),
     (["train.schedule=linear"], "train.schedule=linear: Invalid value 'linear', expected one of"),
     (["data=textdir"], "data.source=textdir needs data.path"),
+    (["-m", "seed=0,1", "launcher=joblib", "hydra.launcher.n_jobs=0"],
+     "hydra.launcher.n_jobs=0 runs no job at once"),
     # a sweep: the bad value is the second of its key, the other key swept too
     (["-m", "quant=bf16,nvfp5", "seed=0,1"], "no config quant/nvfp5"),
     (["-m", "seed=0,1", "train.max_steps=10,0"], "train.max_steps=0 must be >= 1"),

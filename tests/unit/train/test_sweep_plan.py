@@ -48,6 +48,14 @@ def test_parallel_jobs_are_joblibs_n_jobs(launcher, n):
     assert parallel_jobs(launcher) == n
 
 
+@pytest.mark.parametrize("n_jobs, n", [(-1, 8), (-2, 7), (-9, 1)])
+def test_negative_n_jobs_count_from_the_cores_as_joblib_does(monkeypatch, n_jobs, n):
+    """joblib: n_jobs = -1 is every core, -2 all but one, ...; never fewer than one."""
+    monkeypatch.setattr("os.cpu_count", lambda: 8)
+    joblib = "hydra_plugins.hydra_joblib_launcher.joblib_launcher.JoblibLauncher"
+    assert parallel_jobs({"_target_": joblib, "n_jobs": n_jobs}) == n
+
+
 def test_the_plan_file_gives_back_the_plan(tmp_path):
     plan = SweepPlan((PlannedJob(("seed=0", "quant=bf16"), 400, 95.5, "compiled"),
                       PlannedJob(("seed=0", "quant=nvfp4"), 400, None, "auto")), 2, 8)
