@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import Enum
 
 from .paper import load_paper
 from .scaling import Fit
@@ -54,6 +55,14 @@ PAPER_RUNS = (
 )
 
 
+class Reading(Enum):
+    """What a prediction at a target is, by how far the target lies outside the fitted cells."""
+
+    INSIDE = "interpolation"
+    SHORT = "short extrapolation"
+    FAR = "far extrapolation"
+
+
 @dataclass(frozen=True)
 class Reach:
     """How many decades a target lies outside the fitted N and D/N, and the fitted spans."""
@@ -62,6 +71,14 @@ class Reach:
     tpp_outside: float
     n_span: float
     tpp_span: float
+
+    @property
+    def reading(self) -> Reading:
+        if max(self.n_outside, self.tpp_outside) == 0:
+            return Reading.INSIDE
+        if self.n_outside <= self.n_span and self.tpp_outside <= self.tpp_span:
+            return Reading.SHORT
+        return Reading.FAR
 
 
 def _decades_outside(values, x: float) -> float:
@@ -76,19 +93,19 @@ def reach(fit: Fit, params: float, tokens: float) -> Reach:
                  math.log10(max(n) / min(n)), math.log10(max(tpp) / min(tpp)))
 
 
-def trust(fit: Fit, params: float, tokens: float) -> str:
-    """One plain sentence on how far the law's prediction at (params, tokens) can be trusted:
-    by how many decades it leaves the fitted N and D/N, against how many those span."""
-    r = reach(fit, params, tokens)
-    target = f"N = {params:.3g} at D/N = {tokens / params:.3g}"
-    if max(r.n_outside, r.tpp_outside) == 0:
-        return (f"{target} lies inside the fitted range: an interpolation, good to about the "
-                f"fit's residual RMS of {fit.rms:.2g} in log gap.")
-    where = (f"{target} lies {r.n_outside:.1f} decades beyond the fitted N and "
-             f"{r.tpp_outside:.1f} beyond the fitted D/N, which span {r.n_span:.1f} and "
-             f"{r.tpp_span:.1f} decades")
-    if r.n_outside <= r.n_span and r.tpp_outside <= r.tpp_span:
-        return (f"{where}: a short extrapolation, whose interval covers seed noise only, not "
-                f"a bend in the law beyond the data.")
-    return (f"{where}: further out than the data reach, where the law is untested and the "
-            f"interval covers seed noise only, so trust the order of magnitude at best.")
+def trust(fit: Fit, reaches: list[Reach]) -> str:
+    """A plain sentence on how far the predictions of ``fit`` that reach so far (``reach``)
+    can be trusted: the fitted spans, then what each reading among them allows."""
+    readings = {r.reading for r in reaches}
+    meaning = {
+        Reading.INSIDE: f"an interpolation is good to about the fit's residual RMS of "
+                        f"{fit.rms:.2g} in log gap",
+        Reading.SHORT: "a short extrapolation (outside, by no more than the span) has an "
+                       "interval that covers seed noise only, not a bend in the law beyond "
+                       "the data",
+        Reading.FAR: "a far extrapolation (outside by more than the span) lies where the law "
+                     "is untested and its interval covers seed noise only: trust the order of "
+                     "magnitude at best"}
+    return (f"The fitted cells span {reaches[0].n_span:.1f} decades in N and "
+            f"{reaches[0].tpp_span:.1f} in D/N; "
+            + "; ".join(meaning[r] for r in Reading if r in readings) + ".")

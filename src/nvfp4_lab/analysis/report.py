@@ -47,6 +47,7 @@ from .sections import (
     paper_md,
     repeats_md,
     scale_text,
+    undated,
 )
 from .stats import paired_gaps, recipe_table
 
@@ -185,8 +186,10 @@ def _paper(draft: _Draft, coll: Collection, paper: PaperResult, colours: dict[st
 def _write(out: Path, sections: list[str], coll: Collection) -> Path:
     if len(coll.skipped):
         sections.append("## Skipped runs\n\n" + md_table(coll.skipped))
-    (out / "report.md").write_text("\n\n".join(sections) + "\n")
-    return out / "report.md"
+    path, text = out / "report.md", "\n\n".join(sections) + "\n"
+    if not (path.exists() and undated(path.read_text()) == undated(text)):
+        path.write_text(text)     # one that says nothing new keeps its file, and its date
+    return path
 
 
 def _ablation_name(coll: Collection) -> str | None:

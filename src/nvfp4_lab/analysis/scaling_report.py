@@ -114,7 +114,8 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     cells = _cells_table(gaps, study[study["recipe"].isin([recipe, against])])
     (out / "tables").mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "tables" / f"scaling_{name}_cells.csv", index=False)
-    parts: list[Part] = [head, cells]
+    shown = cells.drop(columns="machine") if cells["machine"].nunique() == 1 else cells
+    parts: list[Part] = [head, shown]           # one machine: the paragraph above names it
     try:
         fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}
     except ValueError as err:
@@ -158,8 +159,9 @@ def _fit_row(f: scaling.Fit) -> dict:
 def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> list[Part]:
     """Both laws at the paper's runs, and the paper's own relative gap where it reports this
     comparison; how far each lies beyond the data (the cells are the relative law's)."""
-    rows = []
-    for run in extrapolation.PAPER_RUNS:
+    rows, reaches = [], [extrapolation.reach(fits["relative"], run.params, run.tokens)
+                         for run in extrapolation.PAPER_RUNS]
+    for run, far in zip(extrapolation.PAPER_RUNS, reaches):
         rel, ab = (scaling.extrapolate(fits[f], run.params, run.tokens) for f in scaling.FORMS)
         paper = run.rel_gap(recipe, against)
         rows.append({"paper run": run.name, "N": f"{run.params:.3g}", "D": f"{run.tokens:.3g}",
@@ -168,13 +170,15 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
                                      f"{rel.hi * 100:.3g}]",
                      "paper": "—" if paper is None else f"{paper * 100:+.1f}%",
                      "absolute law (nats)": f"{ab.gap:+.3g} [{ab.lo:.3g}, {ab.hi:.3g}]",
-                     "how far": extrapolation.trust(fits["relative"], run.params, run.tokens)})
+                     "decades beyond N, D/N": f"{far.n_outside:.1f}, {far.tpp_outside:.1f}",
+                     "reading": far.reading.value})
     sources = "; ".join(f"{run.name}: {run.source}" for run in extrapolation.PAPER_RUNS)
     return ["The laws at the paper's runs (N: the paper's nominal total parameters; their "
             "non-embedding counts are at most 0.2 decades lower, model/presets.py):",
             pd.DataFrame(rows),
             f"The paper's relative gap ({sources}); between two FP4 recipes, from each one's "
-            "gap to BF16 in the same run (analysis/extrapolation.py, PaperRun)."]
+            "gap to BF16 in the same run (analysis/extrapolation.py, PaperRun). "
+            + extrapolation.trust(fits["relative"], reaches)]
 
 
 def index_md(folder: Path, link: str) -> list[Part]:

@@ -7,6 +7,7 @@ everywhere (floats to 4 decimals), the results index's included.
 from __future__ import annotations
 
 import datetime as dt
+import re
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,14 @@ def header(coll: Collection, ablation, paper, base: str, out: Path,
              + ", ".join(f"`{lb}`" for lb in coll.labels) + f"; baseline `{base}`. "
              f"Scale: {scale_text(coll.runs)}."]
     return "\n".join(lines if recipes else lines[:-2])
+
+
+_STAMP = re.compile(r"^Generated \d{4}-\d{2}-\d{2} \d{2}:\d{2}", re.M)
+
+
+def undated(report: str) -> str:
+    """A report less ``header``'s date: two reports that differ only there say the same."""
+    return _STAMP.sub("Generated", report, count=1)
 
 
 def fmt(x, digits=4) -> str:

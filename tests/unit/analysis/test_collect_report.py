@@ -193,6 +193,17 @@ def test_skipped_runs_appear_in_the_report(sweep, runs_factory):
     assert "## Skipped runs" in text and "step 7 in blocks.1.mlp.fc1" in text
 
 
+def test_a_redrawn_report_that_says_nothing_new_keeps_its_date(sweep, runs_factory):
+    path = write_report([sweep])
+    old = re.sub(r"^Generated [\d-]+ [\d:]+ ", "Generated 2001-02-03 04:05 ", path.read_text(),
+                 flags=re.M)
+    path.write_text(old)
+    assert write_report([sweep]).read_text() == old
+    runs_factory("3_quant=fp8/seed=0", quant="fp8", status="diverged", error="step 7")
+    new = write_report([sweep]).read_text()
+    assert "2001-02-03" not in new and "## Skipped runs" in new
+
+
 def test_paper_panel_and_ordering_for_an_ablation_with_paper_numbers(runs_factory, tmp_path):
     # the quickstart's paper numbers (E03): bf16 < nvfp4 < mxfp4; ours agree
     three_seed_sweep(runs_factory, name="quickstart", mxfp4=(3.06, 3.07, 3.08))

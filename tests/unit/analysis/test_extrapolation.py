@@ -5,7 +5,7 @@ import math
 import pytest
 from helpers.scaling_runs import make_runs
 
-from nvfp4_lab.analysis.extrapolation import PAPER_RUNS, reach, trust
+from nvfp4_lab.analysis.extrapolation import PAPER_RUNS, Reading, reach, trust
 from nvfp4_lab.analysis.paper import load_paper
 from nvfp4_lab.analysis.scaling import fit, paired_gaps
 
@@ -16,11 +16,20 @@ def test_reach_counts_decades_outside_the_fitted_range():
     assert far.n_outside == pytest.approx(math.log10(1.2e9 / 2e6))
     assert far.tpp_outside == pytest.approx(math.log10(1e12 / 1.2e9 / 40))
     assert (far.n_span, far.tpp_span) == pytest.approx((math.log10(20), math.log10(20)))
-    assert "2.8 decades" in trust(res, 1.2e9, 1e12) and "order of magnitude" in trust(
-        res, 1.2e9, 1e12)
+    assert far.reading is Reading.FAR
     assert reach(res, 5e4, 5e4 * 10).n_outside == pytest.approx(math.log10(2))
-    assert "interpolation" in trust(res, 5e5, 5e6)
-    assert "short extrapolation" in trust(res, 1e7, 1e8)
+    assert reach(res, 5e5, 5e6).reading is Reading.INSIDE
+    assert reach(res, 1e7, 1e8).reading is Reading.SHORT    # 0.7 decades beyond N's 1.3
+
+
+def test_trust_says_the_spans_once_and_what_each_reading_present_allows():
+    res = fit(paired_gaps(make_runs(sigma=0.0), "nvfp4"), "relative", resamples=10)
+    far, inside = reach(res, 1.2e9, 1e12), reach(res, 5e5, 5e6)
+    text = trust(res, [far, inside, far])
+    assert text.startswith("The fitted cells span 1.3 decades in N and 1.3 in D/N; ")
+    assert text.count("far extrapolation") == 1 and "order of magnitude" in text
+    assert f"interpolation is good to about the fit's residual RMS of {res.rms:.2g}" in text
+    assert "short extrapolation" not in trust(res, [far])
 
 
 def test_paper_runs_carry_the_papers_relative_gaps():

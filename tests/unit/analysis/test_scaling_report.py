@@ -92,6 +92,9 @@ def test_one_budget_level_is_a_study_without_a_law_yet(runs_factory):
     cells = pd.read_csv(first / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
     assert list(cells["size"]) == ["w32", "w64"] and set(cells["seeds"]) == {3}
     assert "No law fitted yet: the 2 cells with a positive mean gap cannot identify" in report
+    # one machine: the paragraph names it, the table does not repeat it per row (its CSV does)
+    assert "On cpu (AVX512) (12 runs)." in report and "| machine |" not in report
+    assert set(cells["machine"]) == {"cpu (AVX512)"}
 
 
 def test_the_report_tabulates_the_complete_cells(study):
@@ -101,6 +104,7 @@ def test_the_report_tabulates_the_complete_cells(study):
             "(pending, never estimated). On cpu (AVX512) (35 runs); cpu (AVX2) (6 runs)") in report
     # w32 never ran at D/N 20, and w64's seed 2 of nvfp4 there is still running
     assert "| 20 | w32 | 6 |\n| 20 | w64 | 1 |" in report
+    assert "| seeds | relative gap % | absolute gap (nats) | machine |" in report   # two machines
     cells = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
     # the running seed leaves (w64, D/N 20) out; the other six cells, each mean by hand
     got = {(r["size"], round(r["D/N"])): r for r in cells.to_dict("records")}
@@ -136,6 +140,12 @@ def test_the_law_and_the_paper_beside_it(study):
     assert cells[:4] == ["1.2B", "1.2e+09", "1e+12", "833"]
     assert float(cells[4].split("%")[0]) == pytest.approx(100 * law, rel=0.02)
     assert cells[5] == "+2.1%"
+    # fitted: N from w32 to w64, D/N from w64's 370 steps (1.9997) to its 1850 (9.9987)
+    tpp = (370_000 / SIZES["w64"][1], 1_850_000 / SIZES["w64"][1])
+    assert cells[7:] == [f"{math.log10(1.2e9 / SIZES['w64'][1]):.1f}, "
+                         f"{math.log10(1e12 / 1.2e9 / tpp[1]):.1f}", "far extrapolation"]
+    assert (f"The fitted cells span {math.log10(SIZES['w64'][1] / SIZES['w32'][1]):.1f} decades"
+            f" in N and {math.log10(tpp[1] / tpp[0]):.1f} in D/N; a far extrapolation") in report
     # 8B: the paper's 1.5% beside the law; 12B: no BF16 run in the paper, nothing beside it
     paper = {line.split("|")[1].strip(): line.split("|")[6].strip()
              for line in report.splitlines() if line.startswith(("| 8B |", "| 12B |"))}
