@@ -15,6 +15,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
 
 from .. import rundir
 from ..configs import conf_dir
@@ -71,15 +72,16 @@ def preview(argv: list[str]) -> str:
         done = {i for i, c in enumerate(cfgs) if finished(sweep, i, c)}
     plan = SweepPlan(tuple(j for i, j in enumerate(jobs) if i not in done), parallel, cores)
     full = SweepPlan(tuple(jobs), parallel, cores)
+    names = [_distinct(list(j.overrides), all_overrides) for j in jobs]
+    width = max(len(n) for n in [*names, "job"])
     lines = [f"{len(jobs)} job{'s' if len(jobs) != 1 else ''}, {parallel} at a time "
              f"(--dry-run: nothing is run or written)"
              + (f"; {len(done)} already done in {sweep}" if done else ""),
-             f"{'#':>3}  {'job':<44} {'steps':>6}  estimate"]
-    for i, j in enumerate(jobs):
+             f"{'#':>3}  {'job':<{width}} {'steps':>6}  estimate"]
+    for i, (j, name) in enumerate(zip(jobs, names)):
         est = ("done: skipped" if i in done else f"{duration(j.seconds)} ({j.backend})"
                if j.seconds is not None else "never run here: no estimate")
-        lines.append(f"{i:>3}  {_distinct(list(j.overrides), all_overrides):<44} "
-                     f"{j.steps:>6}  {est}")
+        lines.append(f"{i:>3}  {name:<{width}} {j.steps:>6}  {est}")
     known, total = len(plan.known()), plan.total()
     unknown = len(plan.jobs) - known
     if total is not None:
@@ -89,19 +91,16 @@ def preview(argv: list[str]) -> str:
     else:
         lines.append(f"no estimate: none of the {len(plan.jobs)} jobs' configurations has run "
                      f"on this machine")
-    return "\n".join(lines + _plan(all_overrides, full))
+    return "\n".join(lines + _plan(cfgs, full))
 
 
-def _plan(all_overrides: list[list[str]], plan: SweepPlan) -> list[str]:
+def _plan(cfgs: list[DictConfig], plan: SweepPlan) -> list[str]:
     """What the published results say this ablation's claims need (analysis.context)."""
     from ..analysis.context import plan_lines, shipped
     from ..analysis.paper import load_paper
 
-    register()
-    with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        cfg = compose("config", overrides=all_overrides[0])
-        seeds = {compose("config", overrides=o).seed for o in all_overrides}
-    paper = load_paper(str(cfg.name))
+    seeds = {c.seed for c in cfgs}
+    paper = load_paper(str(cfgs[0].name))
     if paper is None:
         return []
     total = plan.total() if len(plan.known()) == len(plan.jobs) else None

@@ -129,6 +129,20 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
     assert text.startswith("4 jobs, 1 at a time") and text.count("never run here") == 4
 
 
+def test_dry_run_columns_line_up_under_their_heads_however_long_the_jobs(tmp_path,
+                                                                         monkeypatch):
+    from nvfp4_lab.train.preview import preview
+
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
+    lines = preview(["+ablation=smoke", "train.tokens_per_param=2,5", "train.lr=1e-3,2e-3",
+                     "-m"]).splitlines()
+    head, jobs = lines[1], lines[2:18]
+    assert max(len(line.split("  ")[2]) for line in jobs) > 44      # longer than the old column
+    steps, estimate = head.index("steps") + len("steps"), head.index("estimate")
+    for line in jobs:
+        assert line[steps - 1].isdigit() and line[steps:estimate] == "  ", (head, line)
+
+
 def test_dry_run_of_a_sweep_marks_the_jobs_its_directory_holds_done(tmp_path, monkeypatch):
     """Job 1 is there and done with this config: skipped, out of the total. Job 2 is there
     done with another config (the task would refuse it) and job 3 unfinished: both still run."""
