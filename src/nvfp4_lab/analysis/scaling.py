@@ -339,11 +339,11 @@ def _save(fig, path) -> plt.Figure:
     return fig
 
 
-def plot_gaps(gaps: pd.DataFrame, fit: Fit, path) -> plt.Figure:
+def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     """The gap of ``fit``'s form against D/N (log x), one line per size: cell means with their
     seed t intervals as error bars (label: the size) and the law dashed (gid "law"). Each
     size is drawn a few points aside (its data stay where they are) so that sizes at one D/N
-    do not hide each other's bars."""
+    do not hide each other's bars. ``pair``: the recipe and the one it is against."""
     table = cell_table(gaps, fit.form)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axhline(0.0, color="0.6", lw=0.8)
@@ -364,16 +364,18 @@ def plot_gaps(gaps: pd.DataFrame, fit: Fit, path) -> plt.Figure:
     ax.update_datalim(np.vstack(shown))
     ax.autoscale_view()
     _tpp_axis(ax, table["tpp"])
-    ax.set_ylabel({"relative": "(L_FP4 - L_BF16) / L_BF16",
-                   "absolute": "L_FP4 - L_BF16"}[fit.form])
-    ax.set_title(f"{fit.form} gap; dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
+    recipe, against = (f"L_{name.upper()}" for name in pair)
+    ax.set_ylabel({"relative": f"({recipe} - {against}) / {against}",
+                   "absolute": f"{recipe} - {against}"}[fit.form])
+    ax.set_title(f"{pair[0]} against {pair[1]}, {fit.form} gap\n"
+                 f"dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
     ax.legend(title="model size (bars: 95% t over seeds)", frameon=False, fontsize=8)
     return _save(fig, path)
 
 
-def plot_residuals(fit: Fit, path) -> plt.Figure:
+def plot_residuals(fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     """Each used cell's residual, log observed - log fitted, against D/N (log x), one marker
-    series per size (label: the size)."""
+    series per size (label: the size); ``pair`` as in ``plot_gaps``."""
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.axhline(0.0, color="0.6", lw=0.8)
     for size in dict.fromkeys(c.size for c in sorted(fit.cells, key=lambda c: c.params)):
@@ -381,6 +383,6 @@ def plot_residuals(fit: Fit, path) -> plt.Figure:
         ax.plot(*zip(*mine), "o", ms=4, label=size)
     _tpp_axis(ax, [c.tpp for c in fit.cells])
     ax.set_ylabel("log observed - log fitted gap")
-    ax.set_title(f"{fit.form} law residuals, RMS {fit.rms:.3g}")
+    ax.set_title(f"{pair[0]} against {pair[1]}: {fit.form} law residuals, RMS {fit.rms:.3g}")
     ax.legend(title="model size", frameon=False, fontsize=8)
     return _save(fig, path)

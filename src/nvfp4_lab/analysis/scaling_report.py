@@ -122,10 +122,12 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
         return [*parts, f"No law fitted yet: {err}."]
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for form in scaling.FORMS:
-        scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png")
+        scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png",
+                          (recipe, against))
     choice = scaling.better_form(gaps, fits["relative"], fits["absolute"])
     best = fits[choice.form]
-    scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png")
+    scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png",
+                           (recipe, against))
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
     table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
     return [*parts, table, choice.reason, *_extrapolation(fits, recipe, against),

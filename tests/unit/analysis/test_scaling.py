@@ -239,7 +239,8 @@ def test_extrapolate_is_the_law_by_hand_inside_its_bootstrap_interval():
 def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
     runs = make_runs(sigma=0.0)
     gaps = paired_gaps(runs, "nvfp4")
-    fig = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png")
+    fig = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png",
+                    ("nvfp4", "bf16"))
     means = hand_cell_means(runs, "relative")
     bars = fig.axes[0].containers
     assert [b.get_label() for b in bars] == list(SIZES)
@@ -253,12 +254,22 @@ def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
         assert line.get_ydata() == pytest.approx(K * x ** A * n ** B, rel=1e-9)
     assert len(laws) == 4 and (tmp_path / "gaps.png").stat().st_size > 0
     assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [f"{t:g}" for t in TPP]
+    assert fig.axes[0].get_ylabel() == "(L_NVFP4 - L_BF16) / L_BF16"
+
+
+def test_gap_figure_names_the_two_recipes_it_compares(tmp_path):
+    gaps = paired_gaps(make_runs(sigma=0.0), "nvfp4")
+    fig = plot_gaps(gaps, fit(gaps, "absolute", resamples=10), tmp_path / "gaps.png",
+                    ("mxfp4", "nvfp4"))
+    assert fig.axes[0].get_ylabel() == "L_MXFP4 - L_NVFP4"
+    assert fig.axes[0].get_title().startswith("mxfp4 against nvfp4, absolute gap\n")
 
 
 def test_gap_figure_sets_sizes_apart_on_screen_and_shows_every_bar_whole(tmp_path):
     runs = make_runs(sigma=0.3)
     gaps = paired_gaps(runs, "nvfp4")
-    ax = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png").axes[0]
+    ax = plot_gaps(gaps, fit(gaps, "relative", resamples=10), tmp_path / "gaps.png",
+                   ("nvfp4", "bf16")).axes[0]
     screen_x = [bar.lines[0].get_transform().transform([(2.0, 0.0)])[0, 0]
                 for bar in ax.containers]
     assert np.all(np.diff(screen_x) > 0)            # one D/N: the sizes left to right
@@ -273,7 +284,7 @@ def test_residual_figure_draws_log_observed_minus_lstsq_fitted(tmp_path):
     res = fit(paired_gaps(runs, "nvfp4"), "absolute", resamples=10)
     means = hand_cell_means(runs, "absolute")
     log_k, a, b = lstsq_law(means)
-    fig = plot_residuals(res, tmp_path / "res.png")
+    fig = plot_residuals(res, tmp_path / "res.png", ("nvfp4", "bf16"))
     lines = {line.get_label(): line for line in fig.axes[0].get_lines()}
     for size, n in SIZES.items():
         mine = means.xs(size, level="size")
@@ -281,3 +292,4 @@ def test_residual_figure_draws_log_observed_minus_lstsq_fitted(tmp_path):
         want = np.log(mine.to_numpy()) - (log_k + a * np.log(tpp) + b * math.log(n))
         assert lines[size].get_xdata() == pytest.approx(tpp)
         assert lines[size].get_ydata() == pytest.approx(want, abs=1e-10)
+    assert fig.axes[0].get_title().startswith("nvfp4 against bf16: absolute law residuals")
