@@ -130,7 +130,7 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
                            (recipe, against))
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
     table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
-    return [*parts, table, choice.reason, *_extrapolation(fits, recipe, against),
+    return [*parts, table, _in_words(fits), choice.reason, *_extrapolation(fits, recipe, against),
             *(f"![{name} {form}](figures/scaling_{name}_{form}.png)"
               for form in [*scaling.FORMS, "residuals"])]
 
@@ -156,6 +156,30 @@ def _fit_row(f: scaling.Fit) -> dict:
             f"{f.a_ci[1]:+.3f}]", "b (N)": f"{f.b:+.3f} [{f.b_ci[0]:+.3f}, {f.b_ci[1]:+.3f}]",
             "residual RMS (log)": f"{f.rms:.3f}", "cells": f.n_cells,
             "excluded (gap <= 0)": excluded}
+
+
+def _in_words(fits: dict[str, scaling.Fit]) -> str:
+    """The fit table's exponents read as answers: does the gap grow with D/N, with N?"""
+    return (f"In words: as training goes on (D/N) the gap {_trend(fits, 'a')}; with model size "
+            f"(N) it {_trend(fits, 'b')}. A direction is named only where the exponent's 95% "
+            f"interval excludes 0.")
+
+
+def _trend(fits: dict[str, scaling.Fit], exponent: str) -> str:
+    """What both laws' intervals on ``exponent`` (a or b) say of its sign."""
+    words = {form: _direction(getattr(f, f"{exponent}_ci")) for form, f in fits.items()}
+    if words["relative"] == words["absolute"]:
+        return words["relative"] + (" under either law" if words["relative"] == _NONE
+                                    else " under both laws")
+    return f"{words['relative']} under the relative law and {words['absolute']} under the " \
+           f"absolute one"
+
+
+_NONE = "shows no resolved trend"
+
+
+def _direction(ci: tuple[float, float]) -> str:
+    return "grows" if ci[0] > 0 else "shrinks" if ci[1] < 0 else _NONE
 
 
 def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> list[Part]:

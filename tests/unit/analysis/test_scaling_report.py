@@ -7,6 +7,7 @@ import json
 import math
 import shutil
 from pathlib import Path
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -14,7 +15,7 @@ import yaml
 
 from nvfp4_lab.analysis import collect
 from nvfp4_lab.analysis.report import write_report
-from nvfp4_lab.analysis.scaling_report import index_md, is_study
+from nvfp4_lab.analysis.scaling_report import _in_words, index_md, is_study
 from nvfp4_lab.analysis.sections import markdown
 
 # name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
@@ -153,6 +154,39 @@ def test_the_law_and_the_paper_beside_it(study):
     assert "(1.2B: validation loss at 1T, Fig. 8" in report
     for form in ("relative", "absolute", "residuals"):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
+
+
+def _sign(interval: str) -> str:
+    """'+0.300 [+0.210, +0.390]' read by hand: grows, shrinks or neither."""
+    lo, hi = (float(x) for x in interval.split("[")[1].rstrip("]").split(","))
+    return "grows" if lo > 0 else "shrinks" if hi < 0 else "shows no resolved trend"
+
+
+def test_the_exponents_are_read_in_words_from_their_intervals(study):
+    report = write_report([study]).read_text()
+    fit = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv").set_index("form")
+    rel = fit.loc["relative"]
+    # the synthetic relative gap grows as (D/N)^0.3 and shrinks by 0.7 from w32 to w64
+    assert (_sign(rel["a (D/N)"]), _sign(rel["b (N)"])) == ("grows", "shrinks")
+    words = []
+    for col in ("a (D/N)", "b (N)"):
+        r, a = _sign(fit.loc["relative", col]), _sign(fit.loc["absolute", col])
+        words.append(f"{r} under both laws" if r == a else
+                     f"{r} under the relative law and {a} under the absolute one")
+    assert (f"In words: as training goes on (D/N) the gap {words[0]}; with model size (N) it "
+            f"{words[1]}.") in report
+
+
+@pytest.mark.parametrize("rel, ab, said", [
+    ((0.1, 0.5), (0.2, 0.4), "grows under both laws"),
+    ((-0.1, 0.5), (-0.2, 0.4), "shows no resolved trend under either law"),
+    ((-0.5, -0.1), (-0.2, 0.4), "shrinks under the relative law and shows no resolved trend "
+                                "under the absolute one")])
+def test_a_direction_is_named_only_where_the_interval_excludes_zero(rel, ab, said):
+    fits = {"relative": SimpleNamespace(a_ci=rel, b_ci=(0.1, 0.2)),
+            "absolute": SimpleNamespace(a_ci=ab, b_ci=(0.1, 0.2))}
+    assert _in_words(fits).startswith(f"In words: as training goes on (D/N) the gap {said}; "
+                                      f"with model size (N) it grows under both laws.")
 
 
 def test_the_index_shows_each_law_as_the_report_wrote_it(study):
