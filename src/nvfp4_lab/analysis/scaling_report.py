@@ -130,7 +130,8 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
                            (recipe, against))
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
     table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
-    return [*parts, table, _in_words(fits), choice.reason, *_extrapolation(fits, recipe, against),
+    return [*parts, fit_md(table), in_words(table), choice.reason,
+            *_extrapolation(fits, recipe, against),
             *(f"![{name} {form}](figures/scaling_{name}_{form}.png)"
               for form in [*scaling.FORMS, "residuals"])]
 
@@ -145,29 +146,39 @@ def _cells_table(gaps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
                          "machine": [where[p, t] for p, t in zip(rel["params"], rel["tokens"])]})
 
 
-def _ci(table: pd.DataFrame, scale: float, digits: int) -> list[str]:
-    return [f"{m * scale:+.{digits}f} [{lo * scale:+.{digits}f}, {hi * scale:+.{digits}f}]"
-            for m, lo, hi in zip(table["mean"], table["lo"], table["hi"])]
+def _ci(table: pd.DataFrame, scale: float, digits: int, x: str = "mean",
+        lo: str = "lo", hi: str = "hi") -> list[str]:
+    """Column ``x`` with its interval [``lo``, ``hi``], times ``scale``, signed."""
+    return [f"{m * scale:+.{digits}f} [{a * scale:+.{digits}f}, {b * scale:+.{digits}f}]"
+            for m, a, b in zip(table[x], table[lo], table[hi])]
 
 
 def _fit_row(f: scaling.Fit) -> dict:
-    excluded = ", ".join(f"{c.size} at {c.tpp:.3g}" for c in f.excluded) or "none"
-    return {"form": f.form, "k": f"{f.k:.3g}", "a (D/N)": f"{f.a:+.3f} [{f.a_ci[0]:+.3f}, "
-            f"{f.a_ci[1]:+.3f}]", "b (N)": f"{f.b:+.3f} [{f.b_ci[0]:+.3f}, {f.b_ci[1]:+.3f}]",
-            "residual RMS (log)": f"{f.rms:.3f}", "cells": f.n_cells,
-            "excluded (gap <= 0)": excluded}
+    """A row of the fit table (``tables/scaling_*_fit.csv``): the numbers, unrounded."""
+    return {"form": f.form, "k": f.k, "a": f.a, "a_lo": f.a_ci[0], "a_hi": f.a_ci[1],
+            "b": f.b, "b_lo": f.b_ci[0], "b_hi": f.b_ci[1], "rms": f.rms, "cells": f.n_cells,
+            "excluded": ", ".join(f"{c.size} at {c.tpp:.3g}" for c in f.excluded) or "none"}
 
 
-def _in_words(fits: dict[str, scaling.Fit]) -> str:
+def fit_md(table: pd.DataFrame) -> pd.DataFrame:
+    """The fit table as the report and the results index show it."""
+    a, b = (_ci(table, 1, 3, x, f"{x}_lo", f"{x}_hi") for x in ("a", "b"))
+    return pd.DataFrame({"form": table["form"], "k": [f"{k:.3g}" for k in table["k"]],
+                         "a (D/N)": a, "b (N)": b,
+                         "residual RMS (log)": [f"{r:.3f}" for r in table["rms"]],
+                         "cells": table["cells"], "excluded (gap <= 0)": table["excluded"]})
+
+
+def in_words(table: pd.DataFrame) -> str:
     """The fit table's exponents read as answers: does the gap grow with D/N, with N?"""
-    return (f"In words: as training goes on (D/N) the gap {_trend(fits, 'a')}; with model size "
-            f"(N) it {_trend(fits, 'b')}. A direction is named only where the exponent's 95% "
+    return (f"In words: as training goes on (D/N) the gap {_trend(table, 'a')}; with model size "
+            f"(N) it {_trend(table, 'b')}. A direction is named only where the exponent's 95% "
             f"interval excludes 0.")
 
 
-def _trend(fits: dict[str, scaling.Fit], exponent: str) -> str:
-    """What both laws' intervals on ``exponent`` (a or b) say of its sign."""
-    words = {form: _direction(getattr(f, f"{exponent}_ci")) for form, f in fits.items()}
+def _trend(table: pd.DataFrame, x: str) -> str:
+    """What both laws' intervals on the exponent ``x`` (a or b) say of its sign."""
+    words = {r["form"]: _direction(r[f"{x}_lo"], r[f"{x}_hi"]) for _, r in table.iterrows()}
     if words["relative"] == words["absolute"]:
         return words["relative"] + (" under either law" if words["relative"] == _NONE
                                     else " under both laws")
@@ -178,8 +189,8 @@ def _trend(fits: dict[str, scaling.Fit], exponent: str) -> str:
 _NONE = "shows no resolved trend"
 
 
-def _direction(ci: tuple[float, float]) -> str:
-    return "grows" if ci[0] > 0 else "shrinks" if ci[1] < 0 else _NONE
+def _direction(lo: float, hi: float) -> str:
+    return "grows" if lo > 0 else "shrinks" if hi < 0 else _NONE
 
 
 def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> list[Part]:
@@ -221,8 +232,9 @@ def index_md(folder: Path, link: str) -> list[Part]:
     for recipe, against in COMPARISONS:
         fit = folder / "tables" / f"scaling_{recipe}_vs_{against}_fit.csv"
         if fit.exists():
+            table = pd.read_csv(fit, keep_default_na=False)
             parts += [f"`{recipe}` against `{against}`, the law gap = k (D/N)^a N^b:",
-                      pd.read_csv(fit, dtype=str, keep_default_na=False)]
+                      fit_md(table), in_words(table)]
     if len(parts) == 2:
         parts.append("No law fitted yet: it needs two tokens-per-parameter levels of two "
                      "sizes with all their seeds.")

@@ -2,12 +2,11 @@
 it tabulates, the cells it leaves out, and the paper's numbers it sets beside the law."""
 from __future__ import annotations
 
-import csv
 import json
 import math
+import re
 import shutil
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -15,7 +14,7 @@ import yaml
 
 from nvfp4_lab.analysis import collect
 from nvfp4_lab.analysis.report import write_report
-from nvfp4_lab.analysis.scaling_report import _in_words, index_md, is_study
+from nvfp4_lab.analysis.scaling_report import in_words, index_md, is_study
 from nvfp4_lab.analysis.sections import markdown
 
 # name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
@@ -130,9 +129,11 @@ def test_the_law_and_the_paper_beside_it(study):
     # the relative law comes back with a = 0.3, b = log 0.7 / log 4 and no residual; the
     # absolute one, times a BF16 loss that falls with D/N, bends away from a power
     rel = fit.set_index("form").loc["relative"]
-    assert float(rel["a (D/N)"].split()[0]) == pytest.approx(0.3, abs=2e-3)  # D/N: whole steps
+    assert rel["a"] == pytest.approx(0.3, abs=2e-3)                     # D/N: whole steps
+    assert rel["a_lo"] < rel["a"] < rel["a_hi"] and rel["b_lo"] < rel["b"] < rel["b_hi"]
     b = math.log(0.7) / math.log(SIZES["w64"][1] / SIZES["w32"][1])
-    assert float(rel["b (N)"].split()[0]) == pytest.approx(b, abs=2e-3)
+    assert rel["b"] == pytest.approx(b, abs=2e-3)
+    assert f"| relative | {rel['k']:.3g} | {rel['a']:+.3f} [{rel['a_lo']:+.3f}, " in report
     assert "the relative law leaves a residual RMS" in report
     # the paper's 1.2B row: the relative law at D/N 833, the paper's 2.1% beside it
     row = next(line for line in report.splitlines() if line.startswith("| 1.2B |"))
@@ -156,21 +157,21 @@ def test_the_law_and_the_paper_beside_it(study):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
 
 
-def _sign(interval: str) -> str:
-    """'+0.300 [+0.210, +0.390]' read by hand: grows, shrinks or neither."""
-    lo, hi = (float(x) for x in interval.split("[")[1].rstrip("]").split(","))
+def _sign(lo: float, hi: float) -> str:
     return "grows" if lo > 0 else "shrinks" if hi < 0 else "shows no resolved trend"
 
 
 def test_the_exponents_are_read_in_words_from_their_intervals(study):
     report = write_report([study]).read_text()
     fit = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv").set_index("form")
-    rel = fit.loc["relative"]
     # the synthetic relative gap grows as (D/N)^0.3 and shrinks by 0.7 from w32 to w64
-    assert (_sign(rel["a (D/N)"]), _sign(rel["b (N)"])) == ("grows", "shrinks")
+    rel = fit.loc["relative"]
+    assert (_sign(rel["a_lo"], rel["a_hi"]), _sign(rel["b_lo"], rel["b_hi"])) == ("grows",
+                                                                                "shrinks")
     words = []
-    for col in ("a (D/N)", "b (N)"):
-        r, a = _sign(fit.loc["relative", col]), _sign(fit.loc["absolute", col])
+    for x in ("a", "b"):
+        r, a = (_sign(fit.loc[form, f"{x}_lo"], fit.loc[form, f"{x}_hi"])
+                for form in ("relative", "absolute"))
         words.append(f"{r} under both laws" if r == a else
                      f"{r} under the relative law and {a} under the absolute one")
     assert (f"In words: as training goes on (D/N) the gap {words[0]}; with model size (N) it "
@@ -183,22 +184,20 @@ def test_the_exponents_are_read_in_words_from_their_intervals(study):
     ((-0.5, -0.1), (-0.2, 0.4), "shrinks under the relative law and shows no resolved trend "
                                 "under the absolute one")])
 def test_a_direction_is_named_only_where_the_interval_excludes_zero(rel, ab, said):
-    fits = {"relative": SimpleNamespace(a_ci=rel, b_ci=(0.1, 0.2)),
-            "absolute": SimpleNamespace(a_ci=ab, b_ci=(0.1, 0.2))}
-    assert _in_words(fits).startswith(f"In words: as training goes on (D/N) the gap {said}; "
+    table = pd.DataFrame({"form": ["relative", "absolute"], "a_lo": [rel[0], ab[0]],
+                          "a_hi": [rel[1], ab[1]], "b_lo": [0.1, 0.1], "b_hi": [0.2, 0.2]})
+    assert in_words(table).startswith(f"In words: as training goes on (D/N) the gap {said}; "
                                       f"with model size (N) it grows under both laws.")
 
 
-def test_the_index_shows_each_law_as_the_report_wrote_it(study):
-    """The results index's section copies the fit tables' text: a k of 3e-5 stays 3e-5, not
-    a float rounded again to 0.0000."""
-    write_report([study])
+def test_the_index_shows_each_law_as_the_report_does(study):
+    """The results index's section renders the fit table and its words as the report does,
+    from the table's CSV (a k of 3e-5 stays 3e-5, not a float rounded to 0.0000)."""
+    report = write_report([study]).read_text()
     section = "\n\n".join(map(markdown, index_md(study, "scaling")))
-    with open(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv", newline="") as f:
-        head, *rows = list(csv.reader(f))
-    assert "| " + " | ".join(head) + " |" in section and len(rows) == 2
-    for row in rows:
-        assert "| " + " | ".join(row) + " |" in section
+    table = re.search(r"^\| form \| k \|.*?\n\n", report, re.S | re.M)[0].strip()
+    words = re.search(r"^In words: .*$", report, re.M)[0]
+    assert table.count("\n") == 3 and table in section and words in section
 
 
 def test_the_published_study_regenerates_exactly(tmp_path):
