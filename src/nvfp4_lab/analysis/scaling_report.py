@@ -114,7 +114,8 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     cells = _cells_table(gaps, study[study["recipe"].isin([recipe, against])])
     (out / "tables").mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "tables" / f"scaling_{name}_cells.csv", index=False)
-    shown = cells.drop(columns="machine") if cells["machine"].nunique() == 1 else cells
+    shown = (cells.drop(columns="machine") if cells["machine"].nunique() == 1 else cells) \
+        .assign(**{"D/N": cells["D/N"].map("{:g}".format)})       # 2.03, not 2.0300
     parts: list[Part] = [head, shown]           # one machine: the paragraph above names it
     try:
         fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}

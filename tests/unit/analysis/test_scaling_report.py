@@ -105,6 +105,7 @@ def test_the_report_tabulates_the_complete_cells(study):
     # w32 never ran at D/N 20, and w64's seed 2 of nvfp4 there is still running
     assert "| 20 | w32 | 6 |\n| 20 | w64 | 1 |" in report
     assert "| seeds | relative gap % | absolute gap (nats) | machine |" in report   # two machines
+    assert "| w32 | 46432 | 2 | 3 | " in report and "| w32 | 46432 | 9.99 | 3 | " in report
     cells = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_cells.csv")
     # the running seed leaves (w64, D/N 20) out; the other six cells, each mean by hand
     got = {(r["size"], round(r["D/N"])): r for r in cells.to_dict("records")}
