@@ -37,8 +37,9 @@ def run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
 def venv(tmp_path_factory) -> Path:
     """A venv holding only the wheel built from this checkout."""
     tmp = tmp_path_factory.mktemp("wheel")
-    # setuptools in this environment builds it offline; without one, pip fetches it
-    offline = ["--no-build-isolation"] if importlib.util.find_spec("setuptools") else []
+    # setuptools here builds it offline if it builds wheels (70.1 on, or with `wheel`); else
+    # pip fetches one (a venv of torch 2.11, which caps setuptools < 82, keeps Python's 65.5)
+    offline = ["--no-build-isolation"] if _builds_wheels() else []
     run([sys.executable, "-m", "pip", "wheel", "--no-deps", *offline, "-q",
          "-w", str(tmp / "dist"), str(REPO)], cwd=tmp)
     wheel, = (tmp / "dist").glob("nvfp4_lab-*.whl")
@@ -55,6 +56,13 @@ def venv(tmp_path_factory) -> Path:
     run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install",
          "-q", "--no-deps", "--no-index", str(wheel)], cwd=tmp)
     return venv
+
+
+def _builds_wheels() -> bool:
+    """Whether this environment's setuptools can build a wheel."""
+    find = importlib.util.find_spec
+    return find("setuptools") is not None and (
+        find("wheel") is not None or find("setuptools.command.bdist_wheel") is not None)
 
 
 def clean_env() -> dict[str, str]:

@@ -33,7 +33,7 @@ from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
 from ..formats.nvfp4 import gemm_alpha
 from ..formats.quantizer import check_local_dtype
-from . import compiled
+from . import compiled, packaged
 
 
 class BackendError(RuntimeError):
@@ -190,29 +190,33 @@ def make_backend(name: str) -> Backend:
 def resolve(name: str, specs, device: torch.device | str = "cpu",
             input_dtypes=INPUT_DTYPES) -> Backend:
     """The backend for ``name`` on ``device``, self-tested on ``specs`` (the recipe's) with
-    inputs of ``input_dtypes``.
-
-    An explicitly named backend that fails raises; ``auto`` warns and falls back to the next
-    candidate (CUDA: triton -> reference; CPU: compiled -> reference). ``compiled`` is refused
-    on CUDA: inductor's GPU code of the quantizers was not bit-exact on an H200
-    (benchmarks/RESULTS.md, GPU check), and a self-test on small samples may not show it.
-    """
+    inputs of ``input_dtypes``: an explicitly named backend that fails raises; ``auto`` warns
+    and falls back to the next candidate (CUDA: triton -> reference; CPU: compiled ->
+    reference)."""
     specs = list(dict.fromkeys(specs))
-    cuda = torch.device(device).type == "cuda"
-    if name == "compiled" and cuda:
-        raise BackendError("backend=compiled is not bit-exact on CUDA (benchmarks/RESULTS.md, "
-                           "GPU check); use backend=triton or auto")
     if name != "auto":
-        backend = make_backend(name)
-        if name != "reference":
-            self_test(backend, specs, device, input_dtypes)
-        return backend
-    candidates = ["triton"] if cuda else ["compiled"]
-    for candidate in candidates:
+        return _checked(name, specs, device, input_dtypes)
+    for candidate in ["triton"] if torch.device(device).type == "cuda" else ["compiled"]:
         try:
-            backend = make_backend(candidate)
-            self_test(backend, specs, device, input_dtypes)
-            return backend
+            return _checked(candidate, specs, device, input_dtypes)
         except BackendError as err:
             warnings.warn(f"backend auto: skipping {candidate}: {err}", stacklevel=2)
     return Backend()
+
+
+def _checked(name: str, specs: list[QuantSpec], device, input_dtypes) -> Backend:
+    """Backend ``name``, self-tested here unless it is the reference. ``compiled`` is refused
+    on CUDA, where inductor's GPU code of the quantizers was not bit-exact on an H200
+    (benchmarks/RESULTS.md, GPU check) and a self-test on small samples may not show it, and
+    under a torch older than the one it is checked on (``packaged.MIN_TORCH``)."""
+    if name == "compiled" and torch.device(device).type == "cuda":
+        raise BackendError("backend=compiled is not bit-exact on CUDA (benchmarks/RESULTS.md, "
+                           "GPU check); use backend=triton or auto")
+    if name == "compiled" and not packaged.torch_checked():
+        raise BackendError(f"backend=compiled needs torch >= {packaged.MIN_TORCH}, here "
+                           f"{torch.__version__}, whose inductor is not bit-exact on every "
+                           f"quantizer (quant/packaged.py); use backend=reference or auto")
+    backend = make_backend(name)
+    if name != "reference":
+        self_test(backend, specs, device, input_dtypes)
+    return backend

@@ -176,7 +176,13 @@ def cold_start_times(ref_ms: float, steps: int) -> dict[str, float]:
 
 
 def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
-    """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings."""
+    """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings; the
+    reference where this torch is older than the compiled backend's."""
+    from .packaged import MIN_TORCH, torch_checked
+
+    if not torch_checked(key.torch):
+        return Choice("reference", f"torch {key.torch} is older than {MIN_TORCH}, the compiled "
+                      f"backend's (quant/packaged.py)")
     rates = _rates(key, path)
     if rates is None:
         floor = _bf16_ms(key, path)

@@ -42,15 +42,18 @@ from ..formats.spec import FP4_FORMATS, QuantSpec
 OPTIONS = MappingProxyType({"emulate_precision_casts": True})
 # inputs whose sizes have larger products take the fallback: the SR index is int32 up to here
 _MAX_NUMEL = torch.iinfo(torch.int32).max
-# packages from the torch CI checks on: 2.11's AOTInductor fails to compile the C++ of FP8
-# scale buffers (``at::Float8_e4m3fn`` undeclared), and a package it built crashed the process
-# that loaded it on an H200 machine (benchmarks/RESULTS.md, GPU check); older torch compiles
+# the compiled backend's torch, the one CI checks it on: 2.11's AOTInductor fails to compile
+# the C++ of FP8 scale buffers (``at::Float8_e4m3fn`` undeclared), a package it built crashed
+# the process that loaded it on an H200 machine (benchmarks/RESULTS.md, GPU check), and its
+# torch.compile rounds some NVFP4 RHT-16 block scales of bf16 inputs otherwise than eager on
+# the CPU (notebooks/LOG.md, 2026-12-05 (session 27)); backends.resolve refuses it below this
 MIN_TORCH = "2.13"
 
 
-def packages_work() -> bool:
-    """Whether this torch builds packages (else every input takes the fallback)."""
-    return TorchVersion(torch.__version__) >= MIN_TORCH
+def torch_checked(version: str | None = None) -> bool:
+    """Whether torch ``version`` (default: this one) is one the compiled backend is checked on
+    (else no package is built, and the backend is refused)."""
+    return TorchVersion(version or torch.__version__) >= MIN_TORCH
 
 
 def multiple(spec: QuantSpec) -> int:
@@ -116,7 +119,7 @@ class PackagedQuantizer:
     def __init__(self, fn: Callable, spec: QuantSpec, name: str, fallback: Callable):
         self.fn, self.name, self.fallback = fn, name, fallback
         self.multiple = multiple(spec)
-        self.packages = packages_work()  # once, not on every call
+        self.packages = torch_checked()  # once, not on every call
         self.runners: dict[tuple, Callable | None] = {}  # None: this signature falls back
 
     def __call__(self, x: torch.Tensor, key, signs):

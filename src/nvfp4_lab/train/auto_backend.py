@@ -73,7 +73,10 @@ class AutoBackend(L.Callback):
         # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
         fp32_only = str(trainer.precision).startswith("32")
         self.input_dtypes = (torch.float32,) if fp32_only else (torch.float32, torch.bfloat16)
-        task.backend = resolve(name, self.specs, device, self.input_dtypes)
+        # the ledger's choice is auto's preference: a compiled backend that fails its
+        # self-test here falls back to the reference, as auto does, instead of ending the run
+        wanted = "auto" if self.recipe.backend == "auto" and name == "compiled" else name
+        task.backend = resolve(wanted, self.specs, device, self.input_dtypes)
 
     def on_train_start(self, trainer: L.Trainer, task) -> None:
         self.start_step, self.train_started = trainer.global_step, time.perf_counter()

@@ -16,7 +16,7 @@ per class (tests/golden/).
 """
 from __future__ import annotations
 
-import importlib.metadata
+import importlib
 import platform
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,6 +85,8 @@ def cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
 
 
 def versions() -> dict[str, str]:
-    """The versions of the packages whose kernels compute a run, and Python's."""
+    """The versions of the packages whose kernels compute a run, and Python's; a package's own
+    ``__version__``, which names its build where the distribution's does not (torch from
+    PyPI: 2.11.0+cu130, where its metadata says 2.11.0)."""
     return {"python": platform.python_version(),
-            **{p: importlib.metadata.version(p) for p in VERSIONED}}
+            **{p: importlib.import_module(p).__version__ for p in VERSIONED}}

@@ -110,6 +110,6 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
     times = cost.finish_times(key, steps)
     if times is None:
         return PlannedJob(tuple(overrides), steps, None, recipe.backend)
-    backend = min(times, key=times.get) if recipe.backend == "auto" else recipe.backend
+    backend = cost.choose(key, steps).backend if recipe.backend == "auto" else recipe.backend
     seconds = cost.run_seconds(key, steps, validations(steps, job.train.val_every), backend)
     return PlannedJob(tuple(overrides), steps, seconds, backend)

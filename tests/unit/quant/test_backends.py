@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 from unittest.mock import Mock
 
 import pytest
 import torch
+from helpers.backends import needs_compiled
 from torch import nn
 
 from nvfp4_lab.formats import fake_quantize_parts
@@ -20,6 +22,7 @@ from nvfp4_lab.quant import (
     QuantState,
     make_backend,
     operand_plan,
+    packaged,
     resolve,
     self_test,
 )
@@ -128,12 +131,29 @@ def test_compiled_is_refused_on_cuda_and_auto_there_skips_it(monkeypatch):
     assert type(chosen) is Backend and tried == ["triton"]
 
 
+def test_compiled_is_refused_under_an_older_torch_and_auto_skips_it(monkeypatch):
+    """torch 2.11's inductor rounded NVFP4 RHT-16 scales of bf16 inputs otherwise than eager:
+    below packaged.MIN_TORCH the backend is refused before anything is compiled."""
+    import nvfp4_lab.quant.backends as backends
+
+    monkeypatch.setattr(packaged, "MIN_TORCH", "99.0")
+    monkeypatch.setattr(backends, "make_backend", Mock(side_effect=AssertionError("built")))
+    here = re.escape(torch.__version__)
+    with pytest.raises(BackendError, match=f"needs torch >= 99.0, here {here}, "):
+        resolve("compiled", SR_SPECS)
+    with pytest.warns(UserWarning, match="skipping compiled: backend=compiled needs torch"):
+        chosen = resolve("auto", SR_SPECS)
+    assert type(chosen) is Backend
+
+
 @pytest.mark.slow
+@needs_compiled
 def test_auto_on_cpu_is_compiled_and_self_tested():
     assert resolve("auto", NVFP4_SPECS).name == "compiled"
 
 
 @pytest.mark.slow
+@needs_compiled
 @pytest.mark.parametrize("name", ["nvfp4", "mxfp4"])
 def test_compiled_layer_equals_reference_layer(name):
     """Forward and backward of a QuantLinear, byte for byte, on both backends."""

@@ -16,13 +16,14 @@ import pytest
 import torch
 import torch._dynamo
 from helpers.adversarial import SPECS, SR_SPEC, adversarial, assert_bitwise
+from helpers.backends import needs_compiled
 from torch._dynamo.utils import counters
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
 from nvfp4_lab.formats.quantizer import runtime_inputs
 from nvfp4_lab.quant import compiled
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_compiled]
 
 def torch_compiled(x: torch.Tensor, spec: QuantSpec, parts: bool = False, seed: int = 0,
                    stream: Stream | None = None):

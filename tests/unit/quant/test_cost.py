@@ -42,6 +42,18 @@ def test_a_bf16_step_bounds_an_unmeasured_reference(ledger, steps, best):
     assert cost.finish_times(KEY, steps, ledger) is None     # estimates stay measured-only
 
 
+def test_a_torch_older_than_the_compiled_backends_runs_the_reference(ledger):
+    """The same timings that pick compiled at torch 2.13 pick the reference at 2.11, whose
+    inductor is refused (quant/packaged.py, MIN_TORCH); the reason names both versions."""
+    old = cost.RunKey("specs", "model", 2048, 2, "2.11.0+cu130")
+    for key in (KEY, old):
+        cost.record(key, "reference", cost.Timing(1000.0, 3.0), ledger)
+    assert cost.choose(KEY, 1000, ledger).backend == "compiled"
+    choice = cost.choose(old, 1000, ledger)
+    assert choice == cost.Choice("reference", "torch 2.11.0+cu130 is older than 2.13, the "
+                                              "compiled backend's (quant/packaged.py)")
+
+
 def test_run_key_of_no_quantizer_is_the_bf16_key():
     assert cost.run_key([], "model", 2048, 2).specs == cost.NO_SPECS
 

@@ -14,13 +14,14 @@ import functools
 import pytest
 import torch
 from helpers.adversarial import SPECS, SR_SPEC, adversarial, assert_bitwise
+from helpers.backends import needs_compiled
 
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
 from nvfp4_lab.formats.quantizer import parts_pipeline
 from nvfp4_lab.quant import compiled, packaged
 from nvfp4_lab.quant.packaged import PackagedQuantizer, multiple
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, needs_compiled]
 
 WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either axis)
 

@@ -2,10 +2,14 @@
 nothing measured it times the reference and switches to compiled when that pays, same bits."""
 from __future__ import annotations
 
+import dataclasses
 import json
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+import torch
+from helpers.backends import needs_compiled
 from helpers.runs import fast
 
 from nvfp4_lab.model import ModelConfig
@@ -17,6 +21,7 @@ from nvfp4_lab.train.task import train
 pytestmark = pytest.mark.usefixtures("one_thread")
 
 
+@needs_compiled
 def test_auto_run_states_its_choice_and_feeds_the_next(composer, tmp_path, monkeypatch):
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "cache"))
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
@@ -33,6 +38,7 @@ def test_auto_run_states_its_choice_and_feeds_the_next(composer, tmp_path, monke
     assert json.loads((tmp_path / "b" / "summary.json").read_text())["backend_reason"]
 
 
+@needs_compiled
 @pytest.mark.parametrize("cold_compile_s, switched", [(0.0, True), (1e9, False)])
 def test_auto_times_the_reference_then_compiles_if_it_pays(composer, tmp_path, monkeypatch,
                                                              cold_compile_s, switched):
@@ -75,3 +81,24 @@ def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monk
     auto.validation_seconds = [1.0, 3.0, 2.0, 30.0]
     auto.record(df, wall=100.0, backend="compiled")
     assert cost.load()[str(auto.key)]["compiled"] == cost.Timing(100.0, 24.0, 2.5)
+
+
+@pytest.mark.parametrize("asked, chosen, resolved", [("auto", "compiled", "auto"),
+                                                     ("auto", "reference", "reference"),
+                                                     ("compiled", "compiled", "compiled")])
+def test_the_ledgers_choice_is_a_preference_that_may_fall_back(monkeypatch, asked, chosen,
+                                                               resolved):
+    """auto's compiled choice is resolved as auto (a failed self-test falls back to the
+    reference, as auto does, instead of ending the run); a named backend stays named."""
+    from nvfp4_lab.train import auto_backend
+
+    recipe = dataclasses.replace(preset("nvfp4"), backend=asked)
+    monkeypatch.setattr(cost, "choose", lambda key, steps: cost.Choice(chosen, "the ledger"))
+    asks = []
+    monkeypatch.setattr(auto_backend, "resolve", lambda name, *a: asks.append(name) or "ok")
+    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")),
+                              precision="32-true")
+    task = SimpleNamespace(backend=None)
+    AutoBackend(recipe, ModelConfig(), tokens_per_step=1000, max_steps=200).setup(
+        trainer, task, "fit")
+    assert asks == [resolved] and task.backend == "ok"

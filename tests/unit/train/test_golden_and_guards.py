@@ -98,11 +98,11 @@ def test_every_golden_file_is_named_for_the_class_it_records():
 def test_golden_tolerance_names_what_differs():
     here = environment()
     assert tolerance(dict(here), here) == (0.0, "same machine class and versions")
-    other = {**here, "machine_class": "x86_64 AVX2, Intel family 6", "torch": "2.11.0"}
+    other = {**here, "machine_class": "x86_64 AVX2, Intel family 6", "torch": "0.0.0+other"}
     rtol, why = tolerance(other, here)
     assert rtol == CROSS_MACHINE_RTOL
     assert f"machine_class x86_64 AVX2, Intel family 6 here {here['machine_class']}" in why
-    assert f"torch 2.11.0 here {here['torch']}" in why and "numpy" not in why
+    assert f"torch 0.0.0+other here {here['torch']}" in why and "numpy" not in why
 
 
 def test_nonfinite_stops_with_step_and_layer(composer, tmp_path, monkeypatch):
