@@ -118,16 +118,33 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
 
 def _check_here(job: Job) -> None:
     """What only the machine that trains can answer, asked when that is this one (any
-    launcher but SLURM's): the data folder, a CUDA device for a GPU accelerator."""
+    launcher but SLURM's): the data folder, a CUDA device for a GPU accelerator, a torch the
+    compiled backend is checked on."""
     job.data.check_path()
     if job.trainer.accelerator in ("gpu", "cuda"):
-        import torch
+        _check_cuda(job.trainer.accelerator)
+    if job.recipe.backend == "compiled":
+        _check_compiled_torch()
 
-        if not torch.cuda.is_available():
-            raise ValueError(f"trainer.accelerator={job.trainer.accelerator}: this machine has "
-                             f"no CUDA device (torch {torch.__version__}); use "
-                             "trainer.accelerator=cpu, or launcher=submitit to train on a "
-                             "SLURM GPU node")
+
+def _check_cuda(accelerator: str) -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise ValueError(f"trainer.accelerator={accelerator}: this machine has no CUDA device "
+                         f"(torch {torch.__version__}); use trainer.accelerator=cpu, or "
+                         "launcher=submitit to train on a SLURM GPU node")
+
+
+def _check_compiled_torch() -> None:
+    import torch
+
+    from ..quant.packaged import MIN_TORCH, torch_checked
+
+    if not torch_checked():
+        raise ValueError(f"quant.backend=compiled needs torch >= {MIN_TORCH}, here "
+                         f"{torch.__version__} (quant/packaged.py); use quant.backend=auto "
+                         f"or reference")
 
 
 def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:

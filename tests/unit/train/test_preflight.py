@@ -93,6 +93,21 @@ def test_what_only_the_training_machine_knows_is_asked_when_the_jobs_train_here(
         assert check(["trainer=gpu", "launcher=submitit"]) is None
 
 
+def test_the_compiled_backend_under_an_older_torch_is_refused_before_a_run(monkeypatch):
+    import torch
+
+    from nvfp4_lab.quant import packaged
+
+    if packaged.torch_checked():
+        assert check(["quant.backend=compiled"]) is None
+    monkeypatch.setattr(packaged, "MIN_TORCH", "99.0")
+    assert check(["quant.backend=compiled"]) == (
+        f"quant.backend=compiled needs torch >= 99.0, here {torch.__version__} "
+        f"(quant/packaged.py); use quant.backend=auto or reference")
+    assert check(["quant.backend=auto"]) is None
+    assert check(["quant.backend=compiled", "launcher=submitit"]) is None  # nodes' torch
+
+
 @pytest.mark.parametrize("ablation", sorted(p.stem for p in (conf_dir() / "ablation").glob(
     "*.yaml") if p.stem != "smoke"))  # smoke fixes a 2-block depth: a transformer's
 def test_every_ablation_arm_fits_the_hybrid(ablation):
