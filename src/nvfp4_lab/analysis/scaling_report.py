@@ -177,6 +177,9 @@ def in_words(table: pd.DataFrame) -> str:
             f"interval excludes 0.")
 
 
+_NONE = "shows no resolved trend"
+
+
 def _trend(table: pd.DataFrame, x: str) -> str:
     """What both laws' intervals on the exponent ``x`` (a or b) say of its sign."""
     words = {r["form"]: _direction(r[f"{x}_lo"], r[f"{x}_hi"]) for _, r in table.iterrows()}
@@ -185,9 +188,6 @@ def _trend(table: pd.DataFrame, x: str) -> str:
                                     else " under both laws")
     return f"{words['relative']} under the relative law and {words['absolute']} under the " \
            f"absolute one"
-
-
-_NONE = "shows no resolved trend"
 
 
 def _direction(lo: float, hi: float) -> str:

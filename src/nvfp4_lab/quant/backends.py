@@ -212,10 +212,8 @@ def _checked(name: str, specs: list[QuantSpec], device, input_dtypes) -> Backend
     if name == "compiled" and torch.device(device).type == "cuda":
         raise BackendError("backend=compiled is not bit-exact on CUDA (benchmarks/RESULTS.md, "
                            "GPU check); use backend=triton or auto")
-    if name == "compiled" and not packaged.torch_checked():
-        raise BackendError(f"backend=compiled needs torch >= {packaged.MIN_TORCH}, here "
-                           f"{torch.__version__}, whose inductor is not bit-exact on every "
-                           f"quantizer (quant/packaged.py); use backend=reference or auto")
+    if name == "compiled" and (why := packaged.torch_refusal("backend")):
+        raise BackendError(why)
     backend = make_backend(name)
     if name != "reference":
         self_test(backend, specs, device, input_dtypes)

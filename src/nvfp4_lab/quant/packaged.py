@@ -56,6 +56,16 @@ def torch_checked(version: str | None = None) -> bool:
     return TorchVersion(version or torch.__version__) >= MIN_TORCH
 
 
+def torch_refusal(key: str) -> str | None:
+    """Why config ``key`` (``backend``, ``quant.backend``) may not be ``compiled`` under this
+    torch, in one line; None where it may."""
+    if torch_checked():
+        return None
+    return (f"{key}=compiled needs torch >= {MIN_TORCH}, here {torch.__version__}, whose "
+            f"inductor is not bit-exact on every quantizer (quant/packaged.py); use "
+            f"{key}=auto or reference")
+
+
 def multiple(spec: QuantSpec) -> int:
     """Every size of an input a package serves is a multiple of this: the block and RHT sizes
     (powers of two, so the largest is their least common multiple) and 2 for FP4's pairs."""

@@ -137,14 +137,10 @@ def _check_cuda(accelerator: str) -> None:
 
 
 def _check_compiled_torch() -> None:
-    import torch
+    from ..quant.packaged import torch_refusal
 
-    from ..quant.packaged import MIN_TORCH, torch_checked
-
-    if not torch_checked():
-        raise ValueError(f"quant.backend=compiled needs torch >= {MIN_TORCH}, here "
-                         f"{torch.__version__} (quant/packaged.py); use quant.backend=auto "
-                         f"or reference")
+    if why := torch_refusal("quant.backend"):
+        raise ValueError(why)
 
 
 def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:
