@@ -44,9 +44,10 @@ OPTIONS = MappingProxyType({"emulate_precision_casts": True})
 _MAX_NUMEL = torch.iinfo(torch.int32).max
 # the compiled backend's torch, the one CI checks it on: 2.11's AOTInductor fails to compile
 # the C++ of FP8 scale buffers (``at::Float8_e4m3fn`` undeclared), a package it built crashed
-# the process that loaded it on an H200 machine (benchmarks/RESULTS.md, GPU check), and its
-# torch.compile rounds some NVFP4 RHT-16 block scales of bf16 inputs otherwise than eager on
-# the CPU (notebooks/LOG.md, 2026-12-05 (session 27)); backends.resolve refuses it below this
+# the process that loaded it on an H200 machine (benchmarks/RESULTS.md, GPU check), and the
+# C++ inductor of 2.11 and 2.12 ignores emulate_precision_casts: a fused .to(bfloat16) stays
+# fp32, so an RHT output's amax and block scales change on bf16 input (2.13 honours it;
+# notebooks/LOG.md, 2026-12-06 (session 28)); backends.resolve refuses it below this
 MIN_TORCH = "2.13"
 
 
