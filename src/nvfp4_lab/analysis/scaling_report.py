@@ -114,9 +114,11 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     cells = _cells_table(gaps, study[study["recipe"].isin([recipe, against])])
     (out / "tables").mkdir(parents=True, exist_ok=True)
     cells.to_csv(out / "tables" / f"scaling_{name}_cells.csv", index=False)
-    shown = (cells.drop(columns="machine") if cells["machine"].nunique() == 1 else cells) \
-        .assign(**{"D/N": cells["D/N"].map("{:g}".format)})       # 2.03, not 2.0300
-    parts: list[Part] = [head, shown]           # one machine: the paragraph above names it
+    _seeds_table(gaps, recipe, against).to_csv(out / "tables" / f"scaling_{name}_seeds.csv",
+                                               index=False)
+    parts: list[Part] = [head, cells_md(cells),
+                         f"Each seed's pair of runs: [tables/scaling_{name}_seeds.csv]"
+                         f"(tables/scaling_{name}_seeds.csv)."]
     try:
         fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}
     except ValueError as err:
@@ -138,20 +140,43 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
 
 
 def _cells_table(gaps: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
-    """The cells' gaps, and the machines their ``runs`` came from (a grid may span several)."""
-    rel, ab = (scaling.cell_table(gaps, form) for form in ("relative", "absolute"))
+    """The cells' mean gaps and their seed intervals (``tables/scaling_*_cells.csv``): the
+    numbers, unrounded, the relative gap as a fraction; and the machines the cells' ``runs``
+    came from (a grid may span several)."""
+    rel, ab = (scaling.cell_table(gaps, form) for form in scaling.FORMS)
     where = runs.groupby(["params", "tokens"])["device"].agg(lambda d: "; ".join(sorted(set(d))))
-    return pd.DataFrame({"size": rel["size"], "N": rel["params"], "D/N": rel["tpp"].round(2),
-                         "seeds": rel["n"], "relative gap %": _ci(rel, 100, 3),
-                         "absolute gap (nats)": _ci(ab, 1, 4),
+    return pd.DataFrame({"size": rel["size"], "N": rel["params"], "D": rel["tokens"],
+                         "D/N": rel["tpp"], "seeds": rel["n"],
+                         "relative": rel["mean"], "relative_lo": rel["lo"],
+                         "relative_hi": rel["hi"], "absolute": ab["mean"],
+                         "absolute_lo": ab["lo"], "absolute_hi": ab["hi"],
                          "machine": [where[p, t] for p, t in zip(rel["params"], rel["tokens"])]})
 
 
-def _ci(table: pd.DataFrame, scale: float, digits: int, x: str = "mean",
-        lo: str = "lo", hi: str = "hi") -> list[str]:
-    """Column ``x`` with its interval [``lo``, ``hi``], times ``scale``, signed."""
+def cells_md(table: pd.DataFrame) -> pd.DataFrame:
+    """The cells table as the report shows it; the machine column only where the cells span
+    several (with one, the paragraph above names it)."""
+    shown = pd.DataFrame({"size": table["size"], "N": table["N"],
+                          "D/N": [f"{round(t, 2):g}" for t in table["D/N"]],   # 2.03, 10, 9.99
+                          "seeds": table["seeds"],
+                          "relative gap %": _ci(table, "relative", 100, 3),
+                          "absolute gap (nats)": _ci(table, "absolute", 1, 4)})
+    return shown.assign(machine=table["machine"]) if table["machine"].nunique() > 1 else shown
+
+
+def _seeds_table(gaps: pd.DataFrame, recipe: str, against: str) -> pd.DataFrame:
+    """Each seed's pair of runs in the cells (``tables/scaling_*_seeds.csv``): both final
+    losses and the gaps the cells average."""
+    return pd.DataFrame({"size": gaps["size"], "N": gaps["params"], "D": gaps["tokens"],
+                         "D/N": gaps["tpp"], "seed": gaps["seed"],
+                         f"loss_{recipe}": gaps["loss"], f"loss_{against}": gaps["loss_against"],
+                         "relative": gaps["rel_gap"], "absolute": gaps["abs_gap"]})
+
+
+def _ci(table: pd.DataFrame, x: str, scale: float, digits: int) -> list[str]:
+    """Column ``x`` with its interval [``x_lo``, ``x_hi``], times ``scale``, signed."""
     return [f"{m * scale:+.{digits}f} [{a * scale:+.{digits}f}, {b * scale:+.{digits}f}]"
-            for m, a, b in zip(table[x], table[lo], table[hi])]
+            for m, a, b in zip(table[x], table[f"{x}_lo"], table[f"{x}_hi"])]
 
 
 def _fit_row(f: scaling.Fit) -> dict:
@@ -163,7 +188,7 @@ def _fit_row(f: scaling.Fit) -> dict:
 
 def fit_md(table: pd.DataFrame) -> pd.DataFrame:
     """The fit table as the report and the results index show it."""
-    a, b = (_ci(table, 1, 3, x, f"{x}_lo", f"{x}_hi") for x in ("a", "b"))
+    a, b = (_ci(table, x, 1, 3) for x in ("a", "b"))
     return pd.DataFrame({"form": table["form"], "k": [f"{k:.3g}" for k in table["k"]],
                          "a (D/N)": a, "b (N)": b,
                          "residual RMS (log)": [f"{r:.3f}" for r in table["rms"]],

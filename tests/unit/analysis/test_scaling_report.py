@@ -115,11 +115,33 @@ def test_the_report_tabulates_the_complete_cells(study):
     for (size, tpp), row in got.items():
         assert row["N"] == SIZES[size][1] and row["seeds"] == 3
         assert row["machine"] == f"cpu ({'AVX2' if (size, tpp) == ('w32', 10) else 'AVX512'})"
-        assert row["D/N"] == round(STEPS[size, tpp] * per_step / SIZES[size][1], 2)
-        mean = 100 * sum(_gap(size, tpp, s) for s in (0, 1, 2)) / 3
-        assert row["relative gap %"].startswith(f"{mean:+.3f} [")
+        assert row["D"] == STEPS[size, tpp] * per_step
+        assert row["D/N"] == pytest.approx(STEPS[size, tpp] * per_step / SIZES[size][1])
+        mean = sum(_gap(size, tpp, s) for s in (0, 1, 2)) / 3
+        assert row["relative"] == pytest.approx(mean, rel=1e-9)
         absolute = sum(_bf16(tpp, s) * _gap(size, tpp, s) for s in (0, 1, 2)) / 3
-        assert row["absolute gap (nats)"].startswith(f"{absolute:+.4f} [")
+        assert row["absolute"] == pytest.approx(absolute, rel=1e-9)
+        assert row["relative_lo"] < row["relative"] < row["relative_hi"]
+        assert row["absolute_lo"] < row["absolute"] < row["absolute_hi"]
+        # the report prints the same numbers, D/N to two decimals, the relative gap in %
+        shown = {("w32", 10): "9.99", ("w64", 10): "10"}.get((size, tpp), str(tpp))
+        assert f"| {size} | {SIZES[size][1]} | {shown} | 3 | {100 * mean:+.3f} [" in report
+
+
+def test_each_seeds_pair_is_tabulated(study):
+    report = write_report([study]).read_text()
+    seeds = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_seeds.csv")
+    assert "[tables/scaling_nvfp4_vs_bf16_seeds.csv](tables/scaling_nvfp4_vs_bf16_seeds.csv)" \
+        in report
+    # the six complete cells' three seeds; the running seed's cell (w64, D/N 20) is left out
+    assert len(seeds) == 18 and not ((seeds["size"] == "w64") & (seeds["D/N"] > 19)).any()
+    for row in seeds.to_dict("records"):
+        size, tpp, seed = row["size"], round(row["D/N"]), row["seed"]
+        assert row["loss_bf16"] == pytest.approx(_bf16(tpp, seed), rel=1e-12)
+        assert row["loss_nvfp4"] == pytest.approx(_bf16(tpp, seed) * (1 + _gap(size, tpp, seed)),
+                                                  rel=1e-12)
+        assert row["relative"] == pytest.approx(_gap(size, tpp, seed), rel=1e-9)
+        assert row["absolute"] == pytest.approx(row["loss_nvfp4"] - row["loss_bf16"], abs=1e-15)
 
 
 def test_the_law_and_the_paper_beside_it(study):
