@@ -274,7 +274,8 @@ def _index(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        print(f"reports: {len(redraw(Path(argv[0])))} redrawn\n"
+        changed = redraw(Path(argv[0]))
+        print(f"reports: {len(changed)} redrawn, {sum(changed.values())} changed\n"
               f"index: {write_index(Path(argv[0]))}")
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

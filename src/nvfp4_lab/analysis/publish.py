@@ -76,11 +76,18 @@ def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     return dest
 
 
-def redraw(results: Path) -> list[Path]:
+def redraw(results: Path) -> dict[Path, bool]:
     """Rewrite the report of every sweep published under ``results``, PNG figures only (as
-    ``publish`` draws them); returns the reports' paths."""
-    return [write_report([sweep], sweep, pdf=False) for sweep in find_sweeps(results)
-            if (sweep / "multirun.yaml").exists()]
+    ``publish`` draws them); returns each report's path and whether its text changed (one
+    that says nothing new keeps its file, date included)."""
+    sweeps = [sweep for sweep in find_sweeps(results) if (sweep / "multirun.yaml").exists()]
+    before = {sweep: _text(sweep / "report.md") for sweep in sweeps}
+    return {(path := write_report([sweep], sweep, pdf=False)): path.read_text() != before[sweep]
+            for sweep in sweeps}
+
+
+def _text(path: Path) -> str | None:
+    return path.read_text() if path.exists() else None
 
 
 def _grow(sweep: Path, dest: Path) -> Path:
