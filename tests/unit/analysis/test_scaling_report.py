@@ -141,7 +141,8 @@ def test_each_seeds_pair_is_tabulated(study):
         assert row["loss_nvfp4"] == pytest.approx(_bf16(tpp, seed) * (1 + _gap(size, tpp, seed)),
                                                   rel=1e-12)
         assert row["relative"] == pytest.approx(_gap(size, tpp, seed), rel=1e-9)
-        assert row["absolute"] == pytest.approx(row["loss_nvfp4"] - row["loss_bf16"], abs=1e-15)
+        assert row["absolute"] == pytest.approx(_bf16(tpp, seed) * _gap(size, tpp, seed),
+                                                rel=1e-9)
 
 
 def test_the_law_and_the_paper_beside_it(study):
