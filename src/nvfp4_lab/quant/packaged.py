@@ -10,8 +10,9 @@ Compiled quantizers as AOTInductor packages).
     store: <inductor cache dir>/nvfp4_lab_aoti/<key>.pt2     (beside torch.compile's caches)
     key:   what is computed (function, spec), input dtype and rank, which optional inputs
            are given, torch and Python versions, the CPU's vector ISA and a hash of the
-           source the graph is traced from (``formats/``, this module and compiled.py), so
-           an edit to it must miss rather than run a stale library.
+           code the graph is traced from (``formats/``, this module and compiled.py, less
+           comments and docstrings), so an edit to it must miss rather than run a stale
+           library, while an edit to its prose keeps the packages built.
 
 One package serves every input of its dtype and rank whose sizes are all whole multiples of
 ``multiple(spec)`` (the block, the RHT size, FP4's element pairs): those sizes are symbols in
@@ -23,6 +24,7 @@ write their own file and rename it into place; either serves.
 """
 from __future__ import annotations
 
+import ast
 import functools
 import hashlib
 import os
@@ -77,14 +79,26 @@ def multiple(spec: QuantSpec) -> int:
 
 @functools.cache
 def source_hash() -> str:
-    """sha256 of the Python source a package's graph is traced from: ``formats/``, this
-    module and compiled.py."""
+    """sha256 of the code a package's graph is traced from: ``formats/``, this module and
+    compiled.py."""
     here = Path(__file__).parent
     h = hashlib.sha256()
     for path in [*sorted((here.parent / "formats").glob("*.py")), Path(__file__),
                  here / "compiled.py"]:
-        h.update(path.name.encode() + b"\0" + path.read_bytes())
+        h.update(path.name.encode() + b"\0" + code(path.read_text()).encode())
     return h.hexdigest()
+
+
+_DOCUMENTED = (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)
+
+
+def code(source: str) -> str:
+    """Python ``source`` as its syntax tree, without comments and docstrings: what it runs."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if isinstance(node, _DOCUMENTED) and ast.get_docstring(node, clean=False) is not None:
+            node.body = node.body[1:]
+    return ast.dump(tree)
 
 
 def cache_root() -> Path:

@@ -19,7 +19,7 @@ from helpers.backends import needs_compiled
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize, fake_quantize_parts
 from nvfp4_lab.formats.quantizer import parts_pipeline
 from nvfp4_lab.quant import compiled, packaged
-from nvfp4_lab.quant.packaged import PackagedQuantizer, multiple
+from nvfp4_lab.quant.packaged import PackagedQuantizer, code, multiple
 
 pytestmark = [pytest.mark.slow, needs_compiled]
 
@@ -143,3 +143,13 @@ def test_torch_older_than_2_13_takes_the_fallback(monkeypatch, version, served):
     (QuantSpec("fp8_e4m3", block=(1, 32)), 32)])
 def test_multiple_is_the_largest_block_rht_or_pair_size(spec, want):
     assert multiple(spec) == want
+
+
+def test_the_package_key_hashes_code_not_prose():
+    src = '"""Module."""\nX = "a"  # why\n\n\ndef f(x):\n    """Doc."""\n    return x * X\n'
+    reworded = ('"""The module, reworded."""\n# a new comment\nX = "a"\n\n\ndef f(x):\n'
+                '    """Other words."""\n    return x * X  # and why\n')
+    assert code(src) == code(reworded)
+    edits = [("x * X", "x + X"), ('X = "a"', 'X = "b"'), ('"""Doc."""', '"""Doc."""\n    x = 2')]
+    for edit in edits:
+        assert code(src.replace(*edit)) != code(src), edit
