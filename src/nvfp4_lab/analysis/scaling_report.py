@@ -248,13 +248,14 @@ def index_md(folder: Path, link: str) -> list[Part]:
     """The results index's section on a published study in ``folder`` (linked as ``link``):
     how much of its pre-registered grid is in, and the laws its report fitted."""
     params = yaml.safe_load((folder / "multirun.yaml").read_text())["hydra"]["sweeper"]["params"]
-    runs = sorted(folder.glob("*/*/summary.json"))
+    runs, size = len(list(folder.glob("*/*/summary.json"))), len(grid(folder))
+    state = (f"all {size} runs of the pre-registered grid published" if runs == size else
+             f"{runs} of the pre-registered grid's {size} runs published; the rest are "
+             f"pending, never estimated")
     parts: list[Part] = ["## The scaling study as published (results/preregistration.md, "
                          "Scaling study)",
-             f"[{link}]({link}/report.md): {len(runs)} of the pre-registered grid's "
-             f"{len(grid(folder))} runs "
-             f"published; the rest are pending, never estimated. Grid: "
-             + "; ".join(f"`{k}` {v}" for k, v in params.items()) + "."]
+                         f"[{link}]({link}/report.md): {state}. Grid: "
+                         + "; ".join(f"`{k}` {v}" for k, v in params.items()) + "."]
     for recipe, against in COMPARISONS:
         fit = folder / "tables" / f"scaling_{recipe}_vs_{against}_fit.csv"
         if fit.exists():

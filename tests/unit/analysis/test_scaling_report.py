@@ -224,6 +224,18 @@ def test_the_index_shows_each_law_as_the_report_does(study):
     assert table.count("\n") == 3 and table in section and words in section
 
 
+def test_the_index_says_when_the_grid_is_whole(runs_factory):
+    first = _study(runs_factory, levels=(2,))                   # 12 runs of a 48-run grid
+    section = "\n\n".join(map(markdown, index_md(first, "scaling")))
+    assert "12 of the pre-registered grid's 48 runs published; the rest are pending" in section
+    multirun = yaml.safe_load((first / "multirun.yaml").read_text())
+    multirun["hydra"]["sweeper"]["params"]["train.tokens_per_param"] = "2"   # now 12 jobs
+    (first / "multirun.yaml").write_text(yaml.safe_dump(multirun, sort_keys=False))
+    section = "\n\n".join(map(markdown, index_md(first, "scaling")))
+    assert "all 12 runs of the pre-registered grid published." in section
+    assert "pending" not in section
+
+
 def test_the_published_study_regenerates_exactly(tmp_path):
     """results/scaling's tables come back byte for byte from its committed runs."""
     published = Path(__file__).parents[3] / "results" / "scaling"
