@@ -341,9 +341,10 @@ def _save(fig, path) -> plt.Figure:
 
 def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     """The gap of ``fit``'s form against D/N (log x), one line per size: cell means with their
-    seed t intervals as error bars (label: the size) and the law dashed (gid "law"). Each
-    size is drawn a few points aside (its data stay where they are) so that sizes at one D/N
-    do not hide each other's bars. ``pair``: the recipe and the one it is against."""
+    seed t intervals as error bars (label: the size), each seed's gap as a dot (gid "seeds")
+    and the law dashed (gid "law"). Each size is drawn a few points aside (its data stay
+    where they are) so that sizes at one D/N do not hide each other's bars. ``pair``: the
+    recipe and the one it is against."""
     table = cell_table(gaps, fit.form)
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.axhline(0.0, color="0.6", lw=0.8)
@@ -354,12 +355,15 @@ def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.
         err = np.nan_to_num(np.vstack([cell["mean"] - cell["lo"], cell["hi"] - cell["mean"]]))
         bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size,
                            transform=aside)
+        seeds = gaps.loc[gaps["params"] == params, ["tpp", FORMS[fit.form]]].to_numpy()
+        ax.plot(*seeds.T, ls="none", marker="o", ms=4, mfc="none", mew=0.8, gid="seeds",
+                color=bars.lines[0].get_color(), transform=aside)
         grid = np.geomspace(cell["tpp"].min(), cell["tpp"].max(), 50)
         law = fit.law(params, grid)
         ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law",
                 transform=aside)
         shown += [np.column_stack([cell["tpp"], cell[k].fillna(cell["mean"])])
-                  for k in ("lo", "hi")] + [np.column_stack([grid, law])]
+                  for k in ("lo", "hi")] + [np.column_stack([grid, law]), seeds]
     ax.ignore_existing_data_limits = True   # the offset artists' own limits mix in points
     ax.update_datalim(np.vstack(shown))
     ax.autoscale_view()
@@ -369,7 +373,8 @@ def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.
                    "absolute": f"{recipe} - {against}"}[fit.form])
     ax.set_title(f"{pair[0]} against {pair[1]}, {fit.form} gap\n"
                  f"dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
-    ax.legend(title="model size (bars: 95% t over seeds)", frameon=False, fontsize=8)
+    ax.legend(title="model size (bars: 95% t over seeds; rings: seeds)", frameon=False,
+              fontsize=8)
     return _save(fig, path)
 
 

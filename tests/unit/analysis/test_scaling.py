@@ -257,6 +257,24 @@ def test_gap_figure_draws_the_cell_means_and_the_law(tmp_path):
     assert fig.axes[0].get_ylabel() == "(L_NVFP4 - L_BF16) / L_BF16"
 
 
+@pytest.mark.parametrize("form", ["relative", "absolute"])
+def test_gap_figure_draws_each_seeds_gap(tmp_path, form):
+    runs = make_runs(sigma=0.3)
+    gaps = paired_gaps(runs, "nvfp4")
+    fig = plot_gaps(gaps, fit(gaps, form, resamples=10), tmp_path / "gaps.png", ("nvfp4", "bf16"))
+    wide = runs.pivot_table(index=["size", "params", "tokens", "seed"], columns="recipe",
+                            values="loss").reset_index()
+    wide["gap"] = (wide["nvfp4"] - wide["bf16"]) / (wide["bf16"] if form == "relative" else 1)
+    dots = [line for line in fig.axes[0].get_lines() if line.get_gid() == "seeds"]
+    assert [d.get_color() for d in dots] == [b.lines[0].get_color() for b in fig.axes[0].containers]
+    for line, size in zip(dots, SIZES, strict=True):
+        mine = wide[wide["size"] == size].sort_values(["tokens", "seed"])
+        assert line.get_xdata() == pytest.approx(mine["tokens"] / mine["params"])
+        assert line.get_ydata() == pytest.approx(mine["gap"].to_numpy(), rel=1e-12)
+    low, high = fig.axes[0].get_ylim()
+    assert low <= wide["gap"].min() and wide["gap"].max() <= high
+
+
 def test_gap_figure_names_the_two_recipes_it_compares(tmp_path):
     gaps = paired_gaps(make_runs(sigma=0.0), "nvfp4")
     fig = plot_gaps(gaps, fit(gaps, "absolute", resamples=10), tmp_path / "gaps.png",
