@@ -341,7 +341,7 @@ def _save(fig, path) -> plt.Figure:
 
 def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     """The gap of ``fit``'s form against D/N (log x), one line per size: cell means with their
-    seed t intervals as error bars (label: the size), each seed's gap as a dot (gid "seeds")
+    seed t intervals as error bars (label: the size), each seed's gap as a ring (gid "seeds")
     and the law dashed (gid "law"). Each size is drawn a few points aside (its data stay
     where they are) so that sizes at one D/N do not hide each other's bars. ``pair``: the
     recipe and the one it is against."""
