@@ -331,6 +331,10 @@ def _tpp_axis(ax, tpp) -> None:
     ax.set_xlabel("training tokens per parameter D/N")
 
 
+_BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}   # a legend right of the axes,
+                                                                 # where it hides no point
+
+
 def _save(fig, path) -> plt.Figure:
     """Write ``fig`` to ``path``, close it, return it (its artists stay readable)."""
     fig.tight_layout()
@@ -346,7 +350,7 @@ def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.
     where they are) so that sizes at one D/N do not hide each other's bars. ``pair``: the
     recipe and the one it is against."""
     table = cell_table(gaps, fit.form)
-    fig, ax = plt.subplots(figsize=(6, 4))
+    fig, ax = plt.subplots(figsize=(7.5, 4))
     ax.axhline(0.0, color="0.6", lw=0.8)
     groups, shown = table.groupby(["params", "size"], sort=True), []
     for i, ((params, size), cell) in enumerate(groups):
@@ -373,15 +377,15 @@ def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.
                    "absolute": f"{recipe} - {against}"}[fit.form])
     ax.set_title(f"{pair[0]} against {pair[1]}, {fit.form} gap\n"
                  f"dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
-    ax.legend(title="model size (bars: 95% t over seeds; rings: seeds)", frameon=False,
-              fontsize=8)
+    ax.legend(title="model size\n(bars: 95% t\nover seeds;\nrings: seeds)", frameon=False,
+              fontsize=8, **_BESIDE)
     return _save(fig, path)
 
 
 def plot_residuals(fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     """Each used cell's residual, log observed - log fitted, against D/N (log x), one marker
     series per size (label: the size); ``pair`` as in ``plot_gaps``."""
-    fig, ax = plt.subplots(figsize=(6, 3.5))
+    fig, ax = plt.subplots(figsize=(7.5, 3.5))
     ax.axhline(0.0, color="0.6", lw=0.8)
     for size in dict.fromkeys(c.size for c in sorted(fit.cells, key=lambda c: c.params)):
         mine = [(c.tpp, r) for c, r in zip(fit.cells, fit.residuals) if c.size == size]
@@ -389,5 +393,5 @@ def plot_residuals(fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
     _tpp_axis(ax, [c.tpp for c in fit.cells])
     ax.set_ylabel("log observed - log fitted gap")
     ax.set_title(f"{pair[0]} against {pair[1]}: {fit.form} law residuals, RMS {fit.rms:.3g}")
-    ax.legend(title="model size", frameon=False, fontsize=8)
+    ax.legend(title="model size", frameon=False, fontsize=8, **_BESIDE)
     return _save(fig, path)

@@ -273,6 +273,9 @@ def test_gap_figure_draws_each_seeds_gap(tmp_path, form):
         assert line.get_ydata() == pytest.approx(mine["gap"].to_numpy(), rel=1e-12)
     low, high = fig.axes[0].get_ylim()
     assert low <= wide["gap"].min() and wide["gap"].max() <= high
+    legend = fig.axes[0].get_legend().get_window_extent()    # right of every point
+    assert legend.x0 >= fig.axes[0].get_window_extent().x1
+    assert legend.x1 <= fig.bbox.x1                   # and inside the saved figure
 
 
 def test_gap_figure_names_the_two_recipes_it_compares(tmp_path):
