@@ -331,8 +331,8 @@ def _tpp_axis(ax, tpp) -> None:
     ax.set_xlabel("training tokens per parameter D/N")
 
 
-_BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}   # a legend right of the axes,
-                                                                 # where it hides no point
+# a legend right of the axes, where it hides no point
+_BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
 
 
 def _save(fig, path) -> plt.Figure:
