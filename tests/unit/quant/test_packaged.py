@@ -21,7 +21,12 @@ from nvfp4_lab.formats.quantizer import parts_pipeline
 from nvfp4_lab.quant import compiled, packaged
 from nvfp4_lab.quant.packaged import PackagedQuantizer, code, multiple
 
-pytestmark = [pytest.mark.slow, needs_compiled]
+
+def builds(test):
+    """Marks a test that builds or runs a package: slow, and refused below MIN_TORCH. The
+    checks of the key, the version gate and the block multiple run under every torch."""
+    return pytest.mark.slow(needs_compiled(test))
+
 
 WHOLE = (64, 64)  # whole blocks for every spec here (and RHT 16 along either axis)
 
@@ -43,6 +48,7 @@ def assert_parts_equal(x: torch.Tensor, spec: QuantSpec, **kwargs) -> None:
         assert_bitwise(got[1], eager[1])
 
 
+@builds
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("name", SPECS)
 def test_packaged_parts_equal_eager(name, dtype):
@@ -53,6 +59,7 @@ def test_packaged_parts_equal_eager(name, dtype):
     assert packaged_runners(spec, parts=True), "the package was not used"
 
 
+@builds
 def test_packaged_fake_quantize_equals_eager():
     spec = SPECS["nvfp4_1d"]
     for kind in ("ties", "nonfinite", "range"):
@@ -61,6 +68,7 @@ def test_packaged_fake_quantize_equals_eager():
     assert packaged_runners(spec, parts=False)
 
 
+@builds
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_packaged_sr_equals_eager_and_steps_change_the_bits(dtype):
     """The SR key is a runtime input of the library: each step draws its own bits, the eager
@@ -76,6 +84,7 @@ def test_packaged_sr_equals_eager_and_steps_change_the_bits(dtype):
     assert compiled._compiled(SR_SPEC, parts=True).runners[(dtype, 2, False, True)]
 
 
+@builds
 def test_one_package_serves_every_whole_block_shape():
     """Sizes are symbols of the library: square or not, one block or many, the first shape's
     package computes the eager bits for every other shape of its rank and dtype."""
@@ -88,6 +97,7 @@ def test_one_package_serves_every_whole_block_shape():
     assert quantizer.runners == built
 
 
+@builds
 def test_a_package_built_here_is_loaded_by_a_new_quantizer(monkeypatch, tmp_path):
     """What one process builds, the next loads: the key a quantizer looks its package up by
     is the one it was stored under, also after a build in the same process (inductor adds keys
@@ -110,6 +120,7 @@ def test_a_package_built_here_is_loaded_by_a_new_quantizer(monkeypatch, tmp_path
     assert_bitwise(got[1], eager[1])
 
 
+@needs_compiled
 def test_inputs_a_package_cannot_serve_take_the_fallback():
     spec = SPECS["nvfp4_1d"]
     calls = []
