@@ -4,8 +4,8 @@
 For NVFP4 and MXFP4 against BF16, and MXFP4 against NVFP4, on the cells whose seeds are all in
 (a cell with fewer is still running, not a smaller sample): the cells' gaps with their seed
 intervals, the law fitted to the relative and to the absolute gap (``scaling.fit``), the form
-that fits better, and both laws extrapolated to the paper's runs beside what the paper
-reports. Tables go to ``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the
+that fits better, both laws extrapolated to the paper's runs beside what the paper
+reports, and the laws' prediction of the grid's corner fitted without it (``holdout``). Tables go to ``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the
 section comes back as paragraphs and tables, which ``report`` renders.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pandas as pd
 import yaml
 
 from .. import rundir
-from . import extrapolation, scaling
+from . import extrapolation, holdout, scaling
 
 COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
 CELL = ("train.tokens_per_param", "model")      # the grid's keys a pending run is listed by
@@ -84,8 +84,21 @@ def section(runs: pd.DataFrame, out: Path, folder: Path) -> list[Part]:
                          *([left] if left is not None and len(left) else [])]
     for recipe, against in COMPARISONS:
         if {recipe, against} <= recipes:
-            parts += _comparison(study, recipe, against, out)
+            parts += _comparison(study, recipe, against, out, corner(jobs, study))
     return parts
+
+
+def corner(jobs: pd.DataFrame, study: pd.DataFrame) -> tuple[str, float, float] | None:
+    """The grid's largest model (name, N) at its largest tokens per parameter: the cell the
+    held-out check predicts. None without a grid, or while a size of it has no run (its N is
+    unknown, so the largest cannot be named)."""
+    if not set(CELL) <= set(jobs):
+        return None
+    sizes = study.groupby("size")["params"].first()
+    if set(jobs["model"]) - set(sizes.index):
+        return None
+    size = sizes[sizes.index.isin(set(jobs["model"]))].idxmax()
+    return size, float(sizes[size]), max(map(float, jobs["train.tokens_per_param"]))
 
 
 def _state(runs: pd.DataFrame, study: pd.DataFrame, grid_size: int,
@@ -105,7 +118,8 @@ def _state(runs: pd.DataFrame, study: pd.DataFrame, grid_size: int,
             f"positive = worse than the baseline. Only cells whose seeds are all finished enter.")
 
 
-def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> list[Part]:
+def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path,
+                held: tuple[str, float, float] | None) -> list[Part]:
     name = f"{recipe}_vs_{against}"
     gaps = complete_cells(scaling.paired_gaps(study, recipe, against))
     head = f"### `{recipe}` against `{against}`"
@@ -123,6 +137,8 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
         fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}
     except ValueError as err:
         return [*parts, f"No law fitted yet: {err}."]
+    checked = _holdout(gaps, held, out / "tables" / f"scaling_{name}_holdout.csv") \
+        if held is not None else []
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for form in scaling.FORMS:
         scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png",
@@ -134,7 +150,7 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path) -> li
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
     table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
     return [*parts, fit_md(table), in_words(table), choice.reason,
-            *_extrapolation(fits, recipe, against),
+            *_extrapolation(fits, recipe, against), *checked,
             *(f"![{name} {form}](figures/scaling_{name}_{form}.png)"
               for form in [*scaling.FORMS, "residuals"])]
 
@@ -242,6 +258,41 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
             f"The paper's relative gap ({sources}); between two FP4 recipes, from each one's "
             "gap to BF16 in the same run (analysis/extrapolation.py, PaperRun). "
             + extrapolation.trust(fits["relative"], reaches)]
+
+
+def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float], csv: Path) -> list[Part]:
+    """Both laws fitted without the grid's corner cell ``held`` (size, N, D/N), their
+    prediction there and the cell's seeds (``holdout.check``); the numbers go to ``csv``."""
+    size, params, tpp = held
+    try:
+        checks = [holdout.check(gaps, size, params, tpp, form) for form in scaling.FORMS]
+    except ValueError as err:
+        return [f"No held-out check of {size} at D/N {tpp:g} yet: {err}."]
+    pd.DataFrame([{"form": h.form, "size": h.size, "D/N": h.tpp, "cells": h.fitted,
+                   "predicted": h.predicted.gap, "predicted_lo": h.predicted.lo,
+                   "predicted_hi": h.predicted.hi, "seeds": h.observed.n,
+                   "observed": h.observed.mean, "observed_lo": h.observed.lo,
+                   "observed_hi": h.observed.hi, "reading": h.reading}
+                  for h in checks]).to_csv(csv, index=False)
+    scale = {"relative": (100, "%"), "absolute": (1, " nats")}
+    shown = pd.DataFrame([{
+        "form": h.form, "cells fitted": h.fitted,
+        "predicted (95% prediction interval)": _between(h.predicted.gap, h.predicted.lo,
+                                                        h.predicted.hi, *scale[h.form]),
+        "observed (seed interval)": "—" if h.observed.n == 0 else _between(
+            h.observed.mean, h.observed.lo, h.observed.hi, *scale[h.form]),
+        "reading": h.reading} for h in checks])
+    return [f"Held out: `{size}` at D/N {tpp:g}, the grid's largest model at its longest "
+            f"training and the cell nearest the paper's regime (results/preregistration.md, "
+            f"Scaling study, amendment 7). Each law, fitted to the other cells, predicts the "
+            f"cell's mean gap with an interval that adds one of the fit's residuals to each "
+            f"bootstrap refit (analysis/holdout.py); its seeds, once all in, say whether the "
+            f"law reached it. The prediction does not use the cell, so it stands as written "
+            f"before the cell's runs finished.", shown]
+
+
+def _between(mean: float, lo: float, hi: float, scale: float, unit: str) -> str:
+    return f"{mean * scale:+.3g}{unit} [{lo * scale:+.3g}, {hi * scale:+.3g}]"
 
 
 def index_md(folder: Path, link: str) -> list[Part]:

@@ -181,6 +181,48 @@ def test_the_law_and_the_paper_beside_it(study):
         assert (study / "figures" / f"scaling_nvfp4_vs_bf16_{form}.png").stat().st_size > 0
 
 
+def test_the_corner_is_predicted_before_its_seeds_are_in(study):
+    report = write_report([study]).read_text()
+    assert "Held out: `w64` at D/N 20, the grid's largest model at its longest training" in report
+    held = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_holdout.csv")
+    assert list(held["form"]) == ["relative", "absolute"] and set(held["cells"]) == {6}
+    assert set(held["seeds"]) == {0} and set(held["reading"]) == {"not finished"}
+    rel = held.set_index("form").loc["relative"]
+    # the six cells lie on 0.012 (D/N / 2)^0.3 0.7^[w64] (the mean seed's gap): at w64, D/N 20
+    assert rel["predicted"] == pytest.approx(0.012 * 10 ** 0.3 * 0.7, rel=5e-3)
+    assert rel["predicted_lo"] < rel["predicted"] < rel["predicted_hi"]
+    assert (f"| relative | 6 | {100 * rel['predicted']:+.3g}% [{100 * rel['predicted_lo']:+.3g}, "
+            f"{100 * rel['predicted_hi']:+.3g}] | — | not finished |") in report
+
+
+def test_the_corners_seeds_are_read_against_the_prediction(study):
+    before = pd.read_csv(_holdout_table(study))
+    summary = study / _job("w64", 20, 2, "nvfp4") / "summary.json"
+    summary.write_text(json.dumps({**json.loads(summary.read_text()), "status": "done"}))
+    after = pd.read_csv(_holdout_table(study)).set_index("form")
+    fit = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv")
+    assert set(fit["cells"]) == {7} and set(after["cells"]) == {6}    # the law has it, not the check
+    assert list(after["predicted"]) == list(before["predicted"])
+    observed = sum(_gap("w64", 20, s) for s in (0, 1, 2)) / 3
+    assert after.loc["relative", "seeds"] == 3
+    assert after.loc["relative", "observed"] == pytest.approx(observed, rel=1e-9)
+    assert after.loc["relative", "reading"] == "inside"
+
+
+def _holdout_table(study: Path) -> Path:
+    write_report([study])
+    return study / "tables" / "scaling_nvfp4_vs_bf16_holdout.csv"
+
+
+def test_no_corner_is_named_while_a_size_of_the_grid_has_no_run(study):
+    multirun = yaml.safe_load((study / "multirun.yaml").read_text())
+    multirun["hydra"]["sweeper"]["params"]["model"] = "w32,w64,w96"
+    (study / "multirun.yaml").write_text(yaml.safe_dump(multirun, sort_keys=False))
+    report = write_report([study]).read_text()
+    assert "Held out" not in report and "| w96 |" in report             # listed as pending
+    assert not (study / "tables" / "scaling_nvfp4_vs_bf16_holdout.csv").exists()
+
+
 def _sign(lo: float, hi: float) -> str:
     return "grows" if lo > 0 else "shrinks" if hi < 0 else "shows no resolved trend"
 
