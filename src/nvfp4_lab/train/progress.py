@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+import statistics
 import sys
 import time
 import warnings
@@ -47,10 +48,15 @@ class SweepPosition:
         return self.plan.parallel if self.plan else 1
 
 
+PAUSE = 20      # an interval this many times slower a step than the median one is a pause
+
+
 class Countdown:
     """Time left, at the pace of the later half of the steps done since ``start`` (the first
     step, or the resumed one): a slow start, the reference's probe steps before a compile or a
-    first validation, drops out of it as the job goes on."""
+    first validation, drops out of it as the job goes on. An interval between two calls ``PAUSE``
+    times slower a step than the median one does not count: the process was stopped (SIGSTOP
+    while a benchmark runs, a laptop asleep), and the steps after it run at the old pace."""
 
     def __init__(self, position: SweepPosition | None = None):
         self.position = position
@@ -64,11 +70,10 @@ class Countdown:
         first step."""
         if not self._marks or step <= self._marks[0][1]:
             return None
-        now = time.perf_counter()
         half = (self._marks[0][1] + step) / 2
-        t0, s0 = [m for m in self._marks if m[1] <= half][-1]
-        self._marks.append((now, step))
-        per_step = (now - t0) / (step - s0)
+        first = max(i for i, m in enumerate(self._marks) if m[1] <= half)
+        self._marks.append((time.perf_counter(), step))
+        per_step = _pace(self._marks[first:])
         job = (max_steps - step) * per_step
         p = self.position
         if p is None or p.jobs <= 1:
@@ -85,6 +90,14 @@ class Countdown:
         p = self.position
         return f"eta {duration(job)}" + (
             f"  (job {p.job + 1}/{p.jobs}, sweep {sweep})" if sweep is not None else "")
+
+
+def _pace(marks: list[tuple[float, int]]) -> float:
+    """Seconds a step over ``marks`` (time, step), leaving out the pauses (``Countdown``)."""
+    spans = [(t1 - t0, s1 - s0) for (t0, s0), (t1, s1) in zip(marks, marks[1:])]
+    typical = statistics.median(dt / ds for dt, ds in spans if ds > 0)
+    kept = [(dt, ds) for dt, ds in spans if dt <= PAUSE * typical * max(ds, 1)]
+    return sum(dt for dt, _ in kept) / sum(ds for _, ds in kept)
 
 
 class Speedometer(Callback):

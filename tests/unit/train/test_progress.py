@@ -38,6 +38,23 @@ def test_the_pace_is_the_later_half_of_the_steps_done(clock):
     assert countdown.left(40, 100)[0] == pytest.approx(60 * 2.0)
 
 
+def test_a_pause_does_not_count_against_the_pace(clock):
+    """Logged every 10 steps at 2 s a step, then stopped for 20 minutes (SIGSTOP while a
+    benchmark ran) between steps 120 and 130: at step 200 the pace over steps 100-200 is still
+    about 2 s, where the pause would have made it 14. A validation every 50 steps (+6 s, 1.3x
+    a step's time over its interval) is the job's own time and counts."""
+    countdown = Countdown()
+    countdown.start(step=0)
+    for step in range(10, 201, 10):
+        clock[0] += 20.0 + (1200.0 if step == 130 else 0.0) + (6.0 if step % 50 == 0 else 0.0)
+        left = countdown.left(step, 1000)[0]
+    # steps 100-200 less the paused 120-130: 9 intervals of 20 s, two with a validation (150,
+    # 200): 192 s for 90 steps
+    assert left == pytest.approx(800 * 192.0 / 90)
+    clock[0] += 3600.0                             # an hour stopped, then one more interval
+    assert countdown.left(210, 1000)[0] == pytest.approx(790 * 192.0 / 90)
+
+
 def plan(seconds: list[float | None], parallel: int) -> SweepPlan:
     return SweepPlan(tuple(PlannedJob((f"seed={i}",), 600, s, "reference")
                            for i, s in enumerate(seconds)), parallel, cores=2)
