@@ -11,10 +11,10 @@ law's uncertainty, ``scaling.fit``) one of the fit's residuals, drawn with repla
 
 (log k_i, a_i, b_i) the i-th refit, r the residuals in log gap of the n fitted cells (least
 squares with 3 parameters leaves residuals whose mean square is (n - 3) / n of the errors'),
-the draws from a numpy Generator seeded (fit's seed, 1): a stream apart from the one the
-refits drew their seeds from. The interval is the percentiles of
-exp(log g*). The corner's seeds enter neither the fit nor its resamples, so the prediction
-is the same number before and after they finish: it can be written down first.
+the draws from a numpy Generator seeded (fit's seed, 1), a stream apart from the one the
+refits drew their seeds from. The interval is the percentiles of exp(log g*). The corner's
+seeds enter neither the fit nor its resamples, so the prediction is the same number before
+and after they finish: it can be written down first.
 """
 from __future__ import annotations
 

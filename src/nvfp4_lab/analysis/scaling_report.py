@@ -4,9 +4,10 @@
 For NVFP4 and MXFP4 against BF16, and MXFP4 against NVFP4, on the cells whose seeds are all in
 (a cell with fewer is still running, not a smaller sample): the cells' gaps with their seed
 intervals, the law fitted to the relative and to the absolute gap (``scaling.fit``), the form
-that fits better, both laws extrapolated to the paper's runs beside what the paper
-reports, and the laws' prediction of the grid's corner fitted without it (``holdout``). Tables go to ``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the
-section comes back as paragraphs and tables, which ``report`` renders.
+that fits better, both laws extrapolated to the paper's runs beside what the paper reports,
+and their prediction of the grid's corner from the other cells (``holdout``). Tables go to
+``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the section comes back as
+paragraphs and tables, which ``report`` renders.
 """
 from __future__ import annotations
 
@@ -283,12 +284,11 @@ def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float], csv: Path) -> l
             h.observed.mean, h.observed.lo, h.observed.hi, *scale[h.form]),
         "reading": h.reading} for h in checks])
     return [f"Held out: `{size}` at D/N {tpp:g}, the grid's largest model at its longest "
-            f"training and the cell nearest the paper's regime (results/preregistration.md, "
-            f"Scaling study, amendment 7). Each law, fitted to the other cells, predicts the "
-            f"cell's mean gap with an interval that adds one of the fit's residuals to each "
-            f"bootstrap refit (analysis/holdout.py); its seeds, once all in, say whether the "
-            f"law reached it. The prediction does not use the cell, so it stands as written "
-            f"before the cell's runs finished.", shown]
+            f"training and the cell nearest the paper's regime. Each law, fitted to the other "
+            f"cells, predicts the cell's mean gap with an interval that adds one of the fit's "
+            f"residuals to each bootstrap refit (analysis/holdout.py); the cell's seeds, once "
+            f"all in, say whether the law reached it. The prediction does not use the cell, "
+            f"so it is the same before and after the cell's runs finish.", shown]
 
 
 def _between(mean: float, lo: float, hi: float, scale: float, unit: str) -> str:
