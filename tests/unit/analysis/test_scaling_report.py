@@ -201,7 +201,7 @@ def test_the_corners_seeds_are_read_against_the_prediction(study):
     summary.write_text(json.dumps({**json.loads(summary.read_text()), "status": "done"}))
     after = pd.read_csv(_holdout_table(study)).set_index("form")
     fit = pd.read_csv(study / "tables" / "scaling_nvfp4_vs_bf16_fit.csv")
-    assert set(fit["cells"]) == {7} and set(after["cells"]) == {6}    # the law has it, not the check
+    assert set(fit["cells"]) == {7} and set(after["cells"]) == {6}   # the law has it; the check not
     assert list(after["predicted"]) == list(before["predicted"])
     observed = sum(_gap("w64", 20, s) for s in (0, 1, 2)) / 3
     assert after.loc["relative", "seeds"] == 3
