@@ -83,9 +83,10 @@ def section(runs: pd.DataFrame, out: Path, folder: Path) -> list[Part]:
     parts: list[Part] = ["## Scaling: the gap against tokens per parameter and model size",
                          _state(runs, study, len(jobs), left),
                          *([left] if left is not None and len(left) else [])]
+    held = corner(jobs, study)
     for recipe, against in COMPARISONS:
         if {recipe, against} <= recipes:
-            parts += _comparison(study, recipe, against, out, corner(jobs, study))
+            parts += _comparison(study, recipe, against, out, held)
     return parts
 
 
@@ -98,7 +99,7 @@ def corner(jobs: pd.DataFrame, study: pd.DataFrame) -> tuple[str, float, float] 
     sizes = study.groupby("size")["params"].first()
     if set(jobs["model"]) - set(sizes.index):
         return None
-    size = sizes[sizes.index.isin(set(jobs["model"]))].idxmax()
+    size = sizes.idxmax()
     return size, float(sizes[size]), max(map(float, jobs["train.tokens_per_param"]))
 
 
