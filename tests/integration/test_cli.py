@@ -466,6 +466,8 @@ def test_a_killed_run_resumes_to_the_uninterrupted_curve(ref, work):
                    zip(resumed["tokens"], resumed["train_loss"]) if loss is not None]
     first_step = min(train_steps)
     assert first_step > EVERY and (first_step - 1) % EVERY == 0, train_steps
+    said = f"continuing from {run / 'checkpoints' / 'last.ckpt'} at step {first_step - 1}\n"
+    assert said in second.out and said in (run / "cli.log").read_text(), second
     # its speed (and the step time filed for backend=auto) counts the steps it ran itself
     ran = STEPS - (first_step - 1)
     assert s["tokens_per_second"] == pytest.approx(ran * TOKENS_PER_STEP / s["wall_seconds"],

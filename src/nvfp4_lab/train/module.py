@@ -109,6 +109,8 @@ class LMTask(L.LightningModule):
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         self.start_step = checkpoint["global_step"]   # a resume's or a branch's first step
+        if self.trainer.is_global_zero:   # a run that continues says so, in its cli.log too
+            say(f"continuing from {self.trainer.ckpt_path} at step {self.start_step}")
 
     def configure_model(self) -> None:
         if self.model is not None:   # Lightning calls this again on resume and validate
