@@ -108,13 +108,13 @@ def _state(runs: pd.DataFrame, study: pd.DataFrame, grid_size: int,
     running = int((runs["status"] != "done").sum())
     waiting = ("no multirun.yaml to list the grid's other runs from" if left is None
                else f"{int(left['runs not finished'].sum())} of the grid's {grid_size} runs "
-                    f"not finished, by cell below" if len(left)
+                    f"not finished, by cell below (pending, never estimated)" if len(left)
                else f"all of the grid's {grid_size} runs finished")
     sizes = ", ".join(f"{s} ({n:,})" for s, n in
                       study.groupby("size")["params"].first().sort_values().items())
     machines = "; ".join(f"{m} ({n} runs)" for m, n in study["device"].value_counts().items())
-    return (f"{len(study)} runs finished, {running} running; {waiting} (pending, never "
-            f"estimated). On {machines or 'no machine yet'}. Sizes (non-embedding "
+    return (f"{len(study)} runs finished, {running} running; {waiting}. "
+            f"On {machines or 'no machine yet'}. Sizes (non-embedding "
             f"parameters N): {sizes}. Gaps are per seed, paired with the "
             f"baseline run of the same size, tokens and seed; relative = (L - L_base) / L_base, "
             f"positive = worse than the baseline. Only cells whose seeds are all finished enter.")

@@ -266,7 +266,7 @@ def test_the_index_shows_each_law_as_the_report_does(study):
     assert table.count("\n") == 3 and table in section and words in section
 
 
-def test_the_index_says_when_the_grid_is_whole(runs_factory):
+def test_the_index_and_the_report_say_when_the_grid_is_whole(runs_factory):
     first = _study(runs_factory, levels=(2,))                   # 12 runs of a 48-run grid
     section = "\n\n".join(map(markdown, index_md(first, "scaling")))
     assert "12 of the pre-registered grid's 48 runs published; the rest are pending" in section
@@ -276,6 +276,9 @@ def test_the_index_says_when_the_grid_is_whole(runs_factory):
     section = "\n\n".join(map(markdown, index_md(first, "scaling")))
     assert "all 12 runs of the pre-registered grid published." in section
     assert "pending" not in section
+    report = write_report([first]).read_text()                  # and the report
+    assert "12 runs finished, 0 running; all of the grid's 12 runs finished. On" in report
+    assert "pending" not in report
 
 
 def test_the_published_study_regenerates_exactly(tmp_path):
