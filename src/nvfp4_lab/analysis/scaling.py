@@ -38,14 +38,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-import matplotlib
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from .stats import mean_ci  # noqa: E402
+from .stats import mean_ci
 
 FORMS = {"relative": "rel_gap", "absolute": "abs_gap"}
 LEVEL = 0.95
@@ -319,79 +315,3 @@ def extrapolate(fit: Fit, params: float, tokens: float, level: float = LEVEL) ->
     gap = float(fit.law(params, tokens / params))
     lo, hi = np.exp(_interval(fit.draws @ x, level))
     return Prediction(fit.form, params, tokens, gap, float(lo), float(hi))
-
-
-def _tpp_axis(ax, tpp) -> None:
-    """A log x-axis of tokens per parameter, ticked at the levels trained (two significant
-    digits: a small model's whole steps give 2.03 where the grid asked for 2)."""
-    ticks = sorted({float(f"{t:.2g}") for t in tpp})
-    ax.set_xscale("log")
-    ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.set_xlabel("training tokens per parameter D/N")
-
-
-# a legend right of the axes, where it hides no point
-_BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
-
-
-def _save(fig, path) -> plt.Figure:
-    """Write ``fig`` to ``path``, close it, return it (its artists stay readable)."""
-    fig.tight_layout()
-    fig.savefig(path, dpi=150)
-    plt.close(fig)
-    return fig
-
-
-def plot_gaps(gaps: pd.DataFrame, fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
-    """The gap of ``fit``'s form against D/N (log x), one line per size: cell means with their
-    seed t intervals as error bars (label: the size), each seed's gap as a ring (gid "seeds")
-    and the law dashed (gid "law"). Each size is drawn a few points aside (its data stay
-    where they are) so that sizes at one D/N do not hide each other's bars. ``pair``: the
-    recipe and the one it is against."""
-    table = cell_table(gaps, fit.form)
-    fig, ax = plt.subplots(figsize=(7.5, 4))
-    ax.axhline(0.0, color="0.6", lw=0.8)
-    groups, shown = table.groupby(["params", "size"], sort=True), []
-    for i, ((params, size), cell) in enumerate(groups):
-        aside = ax.transData + matplotlib.transforms.ScaledTranslation(
-            (i - (len(groups) - 1) / 2) * 5 / 72, 0, fig.dpi_scale_trans)
-        err = np.nan_to_num(np.vstack([cell["mean"] - cell["lo"], cell["hi"] - cell["mean"]]))
-        bars = ax.errorbar(cell["tpp"], cell["mean"], err, marker="o", capsize=2, label=size,
-                           transform=aside)
-        seeds = gaps.loc[gaps["params"] == params, ["tpp", FORMS[fit.form]]].to_numpy()
-        ax.plot(*seeds.T, ls="none", marker="o", ms=4, mfc="none", mew=0.8, gid="seeds",
-                color=bars.lines[0].get_color(), transform=aside)
-        grid = np.geomspace(cell["tpp"].min(), cell["tpp"].max(), 50)
-        law = fit.law(params, grid)
-        ax.plot(grid, law, ls="--", lw=1, color=bars.lines[0].get_color(), gid="law",
-                transform=aside)
-        shown += [np.column_stack([cell["tpp"], cell[k].fillna(cell["mean"])])
-                  for k in ("lo", "hi")] + [np.column_stack([grid, law]), seeds]
-    ax.ignore_existing_data_limits = True   # the offset artists' own limits mix in points
-    ax.update_datalim(np.vstack(shown))
-    ax.autoscale_view()
-    _tpp_axis(ax, table["tpp"])
-    recipe, against = (f"L_{name.upper()}" for name in pair)
-    ax.set_ylabel({"relative": f"({recipe} - {against}) / {against}",
-                   "absolute": f"{recipe} - {against}"}[fit.form])
-    ax.set_title(f"{pair[0]} against {pair[1]}, {fit.form} gap\n"
-                 f"dashed: k (D/N)^a N^b, a = {fit.a:.3g}, b = {fit.b:.3g}")
-    ax.legend(title="model size\n(bars: 95% t\nover seeds;\nrings: seeds)", frameon=False,
-              fontsize=8, **_BESIDE)
-    return _save(fig, path)
-
-
-def plot_residuals(fit: Fit, path, pair: tuple[str, str]) -> plt.Figure:
-    """Each used cell's residual, log observed - log fitted, against D/N (log x), one marker
-    series per size (label: the size); ``pair`` as in ``plot_gaps``."""
-    fig, ax = plt.subplots(figsize=(7.5, 3.5))
-    ax.axhline(0.0, color="0.6", lw=0.8)
-    for size in dict.fromkeys(c.size for c in sorted(fit.cells, key=lambda c: c.params)):
-        mine = [(c.tpp, r) for c, r in zip(fit.cells, fit.residuals) if c.size == size]
-        ax.plot(*zip(*mine), "o", ms=4, label=size)
-    _tpp_axis(ax, [c.tpp for c in fit.cells])
-    ax.set_ylabel("log observed - log fitted gap")
-    ax.set_title(f"{pair[0]} against {pair[1]}: {fit.form} law residuals, RMS {fit.rms:.3g}")
-    ax.legend(title="model size", frameon=False, fontsize=8, **_BESIDE)
-    return _save(fig, path)

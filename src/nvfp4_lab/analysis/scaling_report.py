@@ -6,8 +6,8 @@ For NVFP4 and MXFP4 against BF16, and MXFP4 against NVFP4, on the cells whose se
 intervals, the law fitted to the relative and to the absolute gap (``scaling.fit``), the form
 that fits better, both laws extrapolated to the paper's runs beside what the paper reports,
 and their prediction of the grid's corner from the other cells (``holdout``). Tables go to
-``tables/scaling_*.csv``, figures to ``figures/scaling_*.png``; the section comes back as
-paragraphs and tables, which ``report`` renders.
+``tables/scaling_*.csv``, figures (``scaling_figures``) to ``figures/scaling_*.png``; the
+section comes back as paragraphs and tables, which ``report`` renders.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ import yaml
 
 from .. import rundir
 from . import extrapolation, holdout, scaling
+from . import scaling_figures as figures
 
 COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
 CELL = ("train.tokens_per_param", "model")      # the grid's keys a pending run is listed by
@@ -139,15 +140,15 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path,
         fits = {form: scaling.fit(gaps, form) for form in scaling.FORMS}
     except ValueError as err:
         return [*parts, f"No law fitted yet: {err}."]
-    checked = _holdout(gaps, held, out / "tables" / f"scaling_{name}_holdout.csv") \
-        if held is not None else []
+    checks, checked = _holdout(gaps, held, out / "tables" / f"scaling_{name}_holdout.csv") \
+        if held is not None else ({}, [])
     (out / "figures").mkdir(parents=True, exist_ok=True)
     for form in scaling.FORMS:
-        scaling.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png",
-                          (recipe, against))
+        figures.plot_gaps(gaps, fits[form], out / "figures" / f"scaling_{name}_{form}.png",
+                          (recipe, against), checks.get(form))
     choice = scaling.better_form(gaps, fits["relative"], fits["absolute"])
     best = fits[choice.form]
-    scaling.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png",
+    figures.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png",
                            (recipe, against))
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
     table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
@@ -262,20 +263,22 @@ def _extrapolation(fits: dict[str, scaling.Fit], recipe: str, against: str) -> l
             + extrapolation.trust(fits["relative"], reaches)]
 
 
-def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float], csv: Path) -> list[Part]:
+def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float],
+             csv: Path) -> tuple[dict[str, holdout.Holdout], list[Part]]:
     """Both laws fitted without the grid's corner cell ``held`` (size, N, D/N), their
-    prediction there and the cell's seeds (``holdout.check``); the numbers go to ``csv``."""
+    prediction there and the cell's seeds (``holdout.check``), by form, and what the report
+    says of them; the numbers go to ``csv``."""
     size, params, tpp = held
     try:
-        checks = [holdout.check(gaps, size, params, tpp, form) for form in scaling.FORMS]
+        checks = {form: holdout.check(gaps, size, params, tpp, form) for form in scaling.FORMS}
     except ValueError as err:
-        return [f"No held-out check of {size} at D/N {tpp:g} yet: {err}."]
+        return {}, [f"No held-out check of {size} at D/N {tpp:g} yet: {err}."]
     pd.DataFrame([{"form": h.form, "size": h.size, "D/N": h.tpp, "cells": h.fitted,
                    "predicted": h.predicted.gap, "predicted_lo": h.predicted.lo,
                    "predicted_hi": h.predicted.hi, "seeds": h.observed.n,
                    "observed": h.observed.mean, "observed_lo": h.observed.lo,
                    "observed_hi": h.observed.hi, "reading": h.reading}
-                  for h in checks]).to_csv(csv, index=False)
+                  for h in checks.values()]).to_csv(csv, index=False)
     scale = {"relative": (100, "%"), "absolute": (1, " nats")}
     shown = pd.DataFrame([{
         "form": h.form, "cells fitted": h.fitted,
@@ -283,13 +286,14 @@ def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float], csv: Path) -> l
                                                         h.predicted.hi, *scale[h.form]),
         "observed (seed interval)": "—" if h.observed.n == 0 else _between(
             h.observed.mean, h.observed.lo, h.observed.hi, *scale[h.form]),
-        "reading": h.reading} for h in checks])
-    return [f"Held out: `{size}` at D/N {tpp:g}, the grid's largest model at its longest "
-            f"training and the cell nearest the paper's regime. Each law, fitted to the other "
-            f"cells, predicts the cell's mean gap with an interval that adds one of the fit's "
-            f"residuals to each bootstrap refit (analysis/holdout.py); the cell's seeds, once "
-            f"all in, say whether the law reached it. The prediction does not use the cell, "
-            f"so it is the same before and after the cell's runs finish.", shown]
+        "reading": h.reading} for h in checks.values()])
+    return checks, [
+        f"Held out: `{size}` at D/N {tpp:g}, the grid's largest model at its longest training "
+        f"and the cell nearest the paper's regime. Each law, fitted to the other cells, "
+        f"predicts the cell's mean gap with an interval that adds one of the fit's residuals "
+        f"to each bootstrap refit (analysis/holdout.py; the diamond in the figures); the "
+        f"cell's seeds, once all in, say whether the law reached it. The prediction does not "
+        f"use the cell, so it is the same before and after the cell's runs finish.", shown]
 
 
 def _between(mean: float, lo: float, hi: float, scale: float, unit: str) -> str:
