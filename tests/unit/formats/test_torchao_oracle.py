@@ -20,7 +20,10 @@ import torch
 pytest.importorskip("torchao")
 from torchao.prototype.mx_formats.config import ScaleCalculationMode  # noqa: E402
 from torchao.prototype.mx_formats.mx_tensor import to_mx  # noqa: E402
-from torchao.prototype.mx_formats.nvfp4_tensor import nvfp4_quantize, per_tensor_amax_to_scale  # noqa: E402
+from torchao.prototype.mx_formats.nvfp4_tensor import (  # noqa: E402
+    nvfp4_quantize,
+    per_tensor_amax_to_scale,
+)
 
 from nvfp4_lab.formats import quantize  # noqa: E402
 
