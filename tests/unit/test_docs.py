@@ -132,3 +132,32 @@ def test_the_readme_lists_every_ablation():
     named = set(re.findall(r"`(\w+)`", table))
     files = {p.stem for p in (ROOT / "src" / "nvfp4_lab" / "conf" / "ablation").glob("*.yaml")}
     assert files <= named, sorted(files - named)
+
+
+# a dotted key as a documented override names it: `train.max_steps=64`
+OVERRIDE_KEY = re.compile(r"(?<![\w./+~-])([a-z_]+(?:\.\w+)+)=")
+
+
+def _code(text: str) -> str:
+    """The page's code: its fenced blocks and its inline spans."""
+    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
+    rest = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    return "\n".join([*fenced, *re.findall(r"`([^`\n]+)`", rest)])
+
+
+def test_every_config_key_the_docs_override_exists():
+    """A key of a config section (``train.``, ``quant.``, ...) named in an override on a page
+    of docs/ or the README is a key of the composed config: a renamed or misplaced key (the
+    root's ``resume=`` written ``train.resume=``) fails here, not in a user's terminal."""
+    from omegaconf import OmegaConf
+
+    from nvfp4_lab.train.preflight import composed
+
+    cfg = composed([])
+    named = {(page.name, key) for page in [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
+             for key in OVERRIDE_KEY.findall(_code(page.read_text(encoding="utf-8")))
+             if key.split(".")[0] in cfg}
+    assert len(named) >= 10                 # the pages do name keys: the pattern finds them
+    missing = sorted(f"{page}: {key}=" for page, key in named
+                     if OmegaConf.select(cfg, key, default=KeyError) is KeyError)
+    assert not missing, missing
