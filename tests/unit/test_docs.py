@@ -22,6 +22,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
+
+from nvfp4_lab.train.preflight import composed
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
@@ -33,6 +36,7 @@ DOC_PATH = re.compile(r"(?<![\w./-])(docs/[\w.-]+\.md|benchmarks/RESULTS\.md|not
                       r"(?:, ([^\n]*))?")
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
+FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)    # a fenced block; 1: its code
 
 
 def _git_files() -> list[str]:
@@ -62,7 +66,7 @@ def _texts():
 
 
 def _headings(page: Path) -> list[str]:
-    text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+    text = FENCED.sub("", page.read_text(encoding="utf-8"))
     return [h.strip() for h in HEADING.findall(text)]
 
 
@@ -108,7 +112,7 @@ def test_relative_links_in_docs_resolve():
     assert pages, "docs/ has no pages"
     bad = []
     for page in pages:
-        text = re.sub(r"^```.*?^```", "", page.read_text(encoding="utf-8"), flags=re.M | re.S)
+        text = FENCED.sub("", page.read_text(encoding="utf-8"))
         text = re.sub(r"`[^`\n]*`", "", text)  # code spans are not links
         for m in LINK.finditer(text):
             target = m.group(1)
@@ -140,19 +144,13 @@ OVERRIDE_KEY = re.compile(r"(?<![\w./+~-])([a-z_]+(?:\.\w+)+)=")
 
 def _code(text: str) -> str:
     """The page's code: its fenced blocks and its inline spans."""
-    fenced = re.findall(r"^```[^\n]*\n(.*?)^```", text, flags=re.M | re.S)
-    rest = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
-    return "\n".join([*fenced, *re.findall(r"`([^`\n]+)`", rest)])
+    return "\n".join([*FENCED.findall(text), *re.findall(r"`([^`\n]+)`", FENCED.sub("", text))])
 
 
 def test_every_config_key_the_docs_override_exists():
     """A key of a config section (``train.``, ``quant.``, ...) named in an override on a page
     of docs/ or the README is a key of the composed config: a renamed or misplaced key (the
     root's ``resume=`` written ``train.resume=``) fails here, not in a user's terminal."""
-    from omegaconf import OmegaConf
-
-    from nvfp4_lab.train.preflight import composed
-
     cfg = composed([])
     named = {(page.name, key) for page in [*sorted(DOCS.glob("*.md")), ROOT / "README.md"]
              for key in OVERRIDE_KEY.findall(_code(page.read_text(encoding="utf-8")))
