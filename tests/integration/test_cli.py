@@ -459,6 +459,7 @@ def test_a_killed_run_resumes_to_the_uninterrupted_curve(ref, work):
     assert second.rc == 0, second
     s = summary(run)
     assert s["status"] == "done" and s["steps"] == STEPS and s["tokens"] == STEPS * TOKENS_PER_STEP
+    assert s["started"] == killed["started"] < s["finished"]     # the first attempt's start
 
     # the second attempt really resumed: its own log starts just after a checkpoint
     resumed = read_metrics(run / "logs" / "csv" / "version_1" / "metrics.csv")

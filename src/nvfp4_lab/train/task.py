@@ -51,7 +51,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
     fork = branch.find(raw, cfg, position and position.dir, job.max_steps)  # before any write
-    run = _Run.begin(cfg, job, out, chash, fork, position)
+    run = _Run.begin(cfg, job, out, chash, start, fork, position)
     try:
         run.fit(raw, start, multirun, position)
         status, error = rundir.Status.done, None
@@ -90,9 +90,10 @@ class _Run:
     auto: AutoBackend | None = None
 
     @classmethod
-    def begin(cls, cfg: DictConfig, job: Job, out: Path, chash: str,
+    def begin(cls, cfg: DictConfig, job: Job, out: Path, chash: str, start: rundir.Start,
               fork: branch.Branch | None, position: SweepPosition | None) -> _Run:
-        """Sets the threads; rank 0 writes the resolved config and a ``running`` summary."""
+        """Sets the threads; rank 0 writes the resolved config and a ``running`` summary
+        (a resumed run keeps its first attempt's ``started``)."""
         rank0 = process_rank() == 0     # with several processes only rank 0 writes
         out.mkdir(parents=True, exist_ok=True)
         if rank0:
@@ -106,7 +107,7 @@ class _Run:
             model=job.model.name, max_steps=job.max_steps, tokens_per_step=job.tokens_per_step,
             config_hash=chash, git_sha=rundir.git_sha(), device=_device_name(tr),
             machine_class=str(Machine.here().cls), versions=versions(),
-            started=time.strftime("%Y-%m-%dT%H:%M:%S"), branched_from=fork and fork.record())
+            started=_first_started(out, start), branched_from=fork and fork.record())
         if rank0:
             say(str(plan))
             base.write(out)
@@ -174,6 +175,12 @@ class _Run:
         say(f"{out}: {status.value}" + (f" ({error})" if error else "")
             + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
         return summary
+
+
+def _first_started(out: Path, start: rundir.Start) -> str:
+    """Now, or for a resume the time its first attempt started."""
+    before = rundir.Summary.read(out) if start == rundir.Start.resume else None
+    return (before and before.started) or time.strftime("%Y-%m-%dT%H:%M:%S")
 
 
 def _last(df, col):
