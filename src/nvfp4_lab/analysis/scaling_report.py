@@ -194,8 +194,16 @@ def _seeds_table(gaps: pd.DataFrame, recipe: str, against: str) -> pd.DataFrame:
 
 def _ci(table: pd.DataFrame, x: str, scale: float, digits: int) -> list[str]:
     """Column ``x`` with its interval [``x_lo``, ``x_hi``], times ``scale``, signed."""
-    return [f"{m * scale:+.{digits}f} [{a * scale:+.{digits}f}, {b * scale:+.{digits}f}]"
+    return [f"{_signed(m * scale, digits)} [{_signed(a * scale, digits)}, "
+            f"{_signed(b * scale, digits)}]"
             for m, a, b in zip(table[x], table[f"{x}_lo"], table[f"{x}_hi"])]
+
+
+def _signed(x: float, digits: int) -> str:
+    """``x`` to ``digits`` decimals, unless that reads 0 when it is not: a bound's side of 0
+    is what an interval is read for, so it keeps two significant digits (-2.7e-05)."""
+    fixed = f"{x:+.{digits}f}"
+    return f"{x:+.2g}" if x and float(fixed) == 0 else fixed
 
 
 def _fit_row(f: scaling.Fit) -> dict:

@@ -14,7 +14,7 @@ import yaml
 
 from nvfp4_lab.analysis import collect
 from nvfp4_lab.analysis.report import write_report
-from nvfp4_lab.analysis.scaling_report import in_words, index_md, is_study
+from nvfp4_lab.analysis.scaling_report import fit_md, in_words, index_md, is_study
 from nvfp4_lab.analysis.sections import markdown
 
 # name -> (d_model, non-embedding parameters by hand: 5 (9 D^2 + 2 D) + D)
@@ -254,6 +254,16 @@ def test_a_direction_is_named_only_where_the_interval_excludes_zero(rel, ab, sai
                           "a_hi": [rel[1], ab[1]], "b_lo": [0.1, 0.1], "b_hi": [0.2, 0.2]})
     assert in_words(table).startswith(f"In words: as training goes on (D/N) the gap {said}; "
                                       f"with model size (N) it grows under both laws.")
+
+
+def test_a_bound_that_rounds_to_zero_keeps_its_side_of_zero():
+    """b's interval [-0.585, -2.74e-05] excludes 0, as its words say: "-0.000" would hide it."""
+    table = pd.DataFrame({"form": ["relative"], "k": [1.03], "a": [0.274], "a_lo": [0.0509],
+                          "a_hi": [0.606], "b": [-0.362], "b_lo": [-0.585], "b_hi": [-2.74e-5],
+                          "rms": [0.25], "cells": [18], "excluded": ["none"]})
+    row = fit_md(table).iloc[0]
+    assert (row["a (D/N)"], row["b (N)"]) == ("+0.274 [+0.051, +0.606]",
+                                              "-0.362 [-0.585, -2.7e-05]")
 
 
 def test_the_index_shows_each_law_as_the_report_does(study):
