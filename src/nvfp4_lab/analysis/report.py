@@ -18,7 +18,7 @@ paper compares against, else BF16, else the first recipe), and writes
 The sweep callback (``train/sweep.py``) calls it when a sweep ends; ``nvfp4-lab plot DIR``
 regenerates it and ``nvfp4-lab compare A B ...`` writes one for any set of runs. Which sections
 a sweep gets is decided here; how each reads, in ``sections``; a scaling study's, in
-``scaling_report``.
+``scaling_report``; a steps-or-size study's, in ``steps_vs_size_report``.
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import figures, scaling_report
+from . import figures, scaling_report, steps_vs_size, steps_vs_size_report
 from .collect import Collection, collect, loss_unit
 from .context import context_md, shipped
 from .gaps import curve_efficiency_table, efficiency_table
@@ -105,6 +105,11 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
                          + _skipped_text(coll))
     ablation = ablation or _ablation_name(coll)
     paper = load_paper(ablation) if ablation else None
+    if steps_vs_size.is_study(coll.runs):
+        parts = steps_vs_size_report.section(coll.runs, out,
+                                             len(scaling_report.grid(coll.root)) or None)
+        return _write(out, [header(coll, ablation, None, "bf16", out, recipes=False),
+                            *map(markdown, parts)], coll)
     if scaling_report.is_study(coll.runs):
         parts = scaling_report.section(coll.runs, out, coll.root)
         return _write(out, [header(coll, ablation, None, "bf16", out, recipes=False),

@@ -192,7 +192,7 @@ def _point_fit(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame, pd.DataFr
     return coef, used, dropped
 
 
-def _inflated(values: np.ndarray) -> np.ndarray:
+def inflated(values: np.ndarray) -> np.ndarray:
     """mean + sqrt(n / (n - 1)) (x - mean): the values to resample, so that the mean of n
     draws with replacement has variance s^2 / n, s^2 the unbiased sample variance (module
     docstring). One value is returned as it is: it has no deviation to inflate."""
@@ -209,7 +209,7 @@ def _resampled_means(gaps: pd.DataFrame, columns: list[str], resamples: int,
     rng = np.random.default_rng(seed)
     keys, cells = zip(*_groups(gaps))
     picks = [rng.integers(0, len(cell), (resamples, len(cell))) for cell in cells]
-    means = {c: np.column_stack([_inflated(cell[c].to_numpy())[pick].mean(axis=1)
+    means = {c: np.column_stack([inflated(cell[c].to_numpy())[pick].mean(axis=1)
                                  for cell, pick in zip(cells, picks)]) for c in columns}
     params, tokens, _ = zip(*keys)
     return _design(params, np.divide(tokens, params)), means
