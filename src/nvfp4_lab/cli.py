@@ -99,7 +99,7 @@ def _job(cfg) -> None:
         train(cfg, out, multirun=multirun, position=position)
     except (Refused, RunExists) as err:   # nothing written: drop Hydra's own log too
         _drop_hydra_log(out)
-        raise SystemExit(f"nvfp4-lab: {err}") from None
+        raise SystemExit(_refused(err)) from None
     except RankFailed as err:   # the cause is recorded; one line on each rank
         raise SystemExit(f"nvfp4-lab: {err}") from None
 
@@ -353,8 +353,13 @@ def version() -> str:
 def command_help(name: str) -> str:
     benchmarks = ", ".join(sorted(p.stem.removeprefix("bench_") for p in
                                   (REPO / "benchmarks").glob("bench_*.py"))) or "none here"
-    return (f"usage: nvfp4-lab {name} {ARGS[name].format(benchmarks=benchmarks)}\n\n"
-            f"  {SUMMARY[name]}")
+    details = []
+    if name == "prepare-data":
+        from .data.config import help_lines
+
+        details = ["", *help_lines()]
+    return "\n".join([f"usage: nvfp4-lab {name} {ARGS[name].format(benchmarks=benchmarks)}",
+                      "", f"  {SUMMARY[name]}", *details])
 
 
 def usage() -> str:

@@ -64,6 +64,24 @@ def config_groups() -> dict[str, list[str]]:
             for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.yaml"))}
 
 
+def option_settings(group: str) -> dict[str, dict]:
+    """Each option of ``group`` and the settings its file makes (``defaults`` left out)."""
+    from omegaconf import OmegaConf
+
+    def settings(name: str) -> dict:
+        node = OmegaConf.to_container(OmegaConf.load(conf_dir() / group / f"{name}.yaml"))
+        return {k: v for k, v in node.items() if k != "defaults"}
+    return {name: settings(name) for name in config_groups()[group]}
+
+
+def default_option(group: str) -> str | None:
+    """The option of ``group`` that ``config.yaml`` picks, or None (a group added with +)."""
+    from omegaconf import OmegaConf
+
+    defaults = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").defaults)
+    return next((d[group] for d in defaults if isinstance(d, dict) and group in d), None)
+
+
 def run_help() -> str:
     """``run --help``: the help template of ``config.yaml`` (``hydra.help``) with the groups
     listed from the tree, as Hydra's own help writes them, without composing the config

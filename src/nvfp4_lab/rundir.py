@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -62,12 +63,36 @@ class RunExists(RuntimeError):
 
 def config_hash(cfg: DictConfig, *, world: int) -> str:
     """The hash of what ``cfg`` computes on ``world`` data-parallel processes."""
+    c = _hashed(cfg, world)
+    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def _hashed(cfg: DictConfig, world: int) -> dict[str, Any]:
+    """``cfg`` as its hash sees it: the keys that decide what it computes."""
     c = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
     for key in VOLATILE:
         _drop(c, key)
     _as_slots(c, world)
     _as_first_hashed(c)
-    return hashlib.sha256(json.dumps(c, sort_keys=True).encode()).hexdigest()[:16]
+    return c
+
+
+def config_changes(old: DictConfig, new: DictConfig, *, world: int) -> list[str]:
+    """``key: OLD there, NEW here`` for each hashed key whose value differs, sorted."""
+    a, b = _flat(_hashed(old, world)), _flat(_hashed(new, world))
+    return [f"{k}: {a.get(k, '(none)')} there, {b.get(k, '(none)')} here"
+            for k in sorted(a.keys() | b.keys()) if a.get(k, KeyError) != b.get(k, KeyError)]
+
+
+def _flat(c: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` as ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for k, v in c.items():
+        if isinstance(v, dict) and v:
+            out.update(_flat(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
 
 
 def _as_slots(c: dict[str, Any], world: int) -> None:
@@ -237,13 +262,15 @@ class Start(enum.Enum):
     done = "done"
 
 
-def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) -> Start:
-    """What this config may do in ``run``, or raise ``RunExists``."""
+def check_can_start(run: Path, cfg: DictConfig, *, world: int,
+                    tokens_per_step: int) -> Start:
+    """What ``cfg`` (on ``world`` data-parallel processes) may do in ``run``, or raise
+    ``RunExists``."""
     old = Summary.read(run)
     ckpt = Path(run) / "checkpoints" / "last.ckpt"
     if old is None and not ckpt.exists():
         return Start.new
-    if resume == "never":
+    if cfg.resume == "never":
         raise RunExists(f"{run} already holds a run (status {old and old.status.value}); "
                         "choose another hydra.run.dir, or resume=auto to continue it")
     if old is not None and old.tokens_per_step != tokens_per_step and old.status != Status.done:
@@ -251,13 +278,42 @@ def check_can_start(run: Path, chash: str, resume: str, tokens_per_step: int) ->
                         f"settings give {tokens_per_step} (batch x seq_len x accumulate x "
                         "world size); resume with the original world size, or trade ranks "
                         "for train.accumulate (2 ranks = accumulate 2)")
-    if old is not None and old.config_hash != chash:
-        raise RunExists(f"{run} holds a run of a different config (hash "
-                        f"{old.config_hash}, this one {chash}); refusing to mix them. "
-                        "Choose another hydra.run.dir.")
+    if old is not None and old.config_hash != config_hash(cfg, world=world):
+        raise RunExists(f"{run} holds a run of a different config "
+                        f"({_differences(run, cfg, world, old.config_hash)}); refusing to mix "
+                        "them. Choose another hydra.run.dir.")
     if old is not None and old.status == Status.done:
         return Start.done
-    return Start.resume if ckpt.exists() else Start.new
+    if not ckpt.exists():
+        return Start.new
+    _check_readable(ckpt)
+    return Start.resume
+
+
+MAX_CHANGES = 5   # keys named in a refusal; the rest are counted
+
+
+def _differences(run: Path, cfg: DictConfig, world: int, old_hash: str) -> str:
+    """The keys in which ``cfg`` differs from the run's ``config.yaml``, both values of each;
+    the two hashes where that file is missing or the difference lies in the layout alone."""
+    path = Path(run) / "config.yaml"
+    changes = config_changes(OmegaConf.load(path), cfg, world=world) if path.is_file() else []
+    if not changes:
+        return f"hash {old_hash}, this one {config_hash(cfg, world=world)}"
+    more = len(changes) - MAX_CHANGES
+    return "; ".join(changes[:MAX_CHANGES]) + (f"; and {more} more keys" if more > 0 else "")
+
+
+def _check_readable(ckpt: Path) -> None:
+    """``RunExists`` when ``ckpt`` is no whole checkpoint file (a copy cut short): torch's
+    would fail deep in its zip reader; this answer names the file and the choices."""
+    try:
+        with zipfile.ZipFile(ckpt) as archive:
+            archive.infolist()
+    except (zipfile.BadZipFile, OSError) as err:
+        raise RunExists(f"{ckpt} is not a readable checkpoint ({err}), so resume=auto cannot "
+                        "continue from it: restore the file to resume, or delete it to train "
+                        "this run again from step 0 (or choose another hydra.run.dir)") from None
 
 
 def git_sha() -> str | None:

@@ -501,12 +501,13 @@ def refusals(work, background):
 
 def test_a_finished_run_directory_is_never_trained_into_again(refusals):
     run, before, after, r = refusals
-    assert r["never"].rc != 0, r["never"]
+    assert r["never"].rc == 2, r["never"]
     assert str(run) in r["never"].text and "already holds a run" in r["never"].text, r["never"]
     assert r["auto"].rc == 0, r["auto"]
     assert "already finished" in r["auto"].out, r["auto"]
-    assert r["other"].rc != 0, r["other"]
+    assert r["other"].rc == 2, r["other"]
     assert str(run) in r["other"].text and "different config" in r["other"].text, r["other"]
+    assert "(seed: 0 there, 1 here)" in r["other"].err, r["other"]     # the keys that differ
     assert "Traceback" not in r["other"].err + r["never"].err
 
     assert set(after) == set(before)            # nothing added, nothing removed
@@ -628,7 +629,8 @@ def test_help_lists_the_config_groups_and_the_ablations(background):
     assert result.rc == 0, result
     groups = dict(re.findall(r"^(\w+): (.+)$", result.out.split("== Configuration groups ==")[1]
                              .split("Ablations: ")[0], re.M))
-    expected = ("model", "quant", "data", "train", "trainer", "launcher", "ablation", "scale")
+    expected = ("model", "quant", "data", "train", "trainer", "launcher", "ablation", "scale",
+                "tokens_per_step")
     assert set(groups) == set(expected), result          # no data folders posing as groups
     for group in expected:
         listed = {o.strip() for o in groups.get(group, "").split(",")}

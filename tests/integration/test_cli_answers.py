@@ -53,7 +53,9 @@ def test_version_names_nvfp4_lab_torch_lightning_and_hydra(args):
 @pytest.mark.parametrize("args", [["--help"], ["--version"], ["run", "--help"],
                                   ["run", "model.d_modle=64"], ["run", "train.max_steps=-3"],
                                   ["plot", "--help"], ["publish", "--help"],
-                                  ["compare", "--help"], ["info", "--help"]])
+                                  ["compare", "--help"], ["info", "--help"],
+                                  ["prepare-data", "--help"], ["run", "seed=0,1"],
+                                  ["run", "--dry-run", "+tokens_per_step=512"]])
 def test_help_version_and_refusals_load_no_torch_lightning_or_pandas(args):
     """What answers in under a second (benchmarks/bench_cli.py) imports none of them."""
     code = ("import sys\n"
@@ -99,3 +101,24 @@ def test_prepare_data_refuses_a_bad_override_in_one_line_and_writes_nothing(tmp_
     assert r.stderr.strip() == r.stderr.strip().splitlines()[0], r.stderr    # one line
     assert r.stderr.startswith(f"nvfp4-lab: {says}"), r.stderr
     assert not any(tmp_path.iterdir())
+
+
+def test_a_checkpoint_cut_short_is_refused_in_one_line_and_left_as_it_was(tmp_path):
+    """``resume=auto`` on a ``last.ckpt`` cut in half (a copy cut short): one line naming the
+    file and the choices, exit 2, and nothing in the run directory written (torch's zip reader
+    would fail only after the run had rewritten its config and summary)."""
+    import torch
+
+    ckpt = tmp_path / "run" / "checkpoints" / "last.ckpt"
+    ckpt.parent.mkdir(parents=True)
+    torch.save({"global_step": 3, "state_dict": {"w": torch.ones(256)}}, ckpt)
+    cut = ckpt.read_bytes()[:ckpt.stat().st_size // 2]
+    ckpt.write_bytes(cut)
+    r = call("run", f"hydra.run.dir={tmp_path / 'run'}", "data=pydoc", "model.n_layers=2",
+             "quant.backend=reference", cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(f"nvfp4-lab: {ckpt} is not a readable checkpoint ("), r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "restore the file" in r.stderr and "delete it" in r.stderr, r.stderr
+    assert [p for p in tmp_path.rglob("*") if p.is_file()] == [ckpt]
+    assert ckpt.read_bytes() == cut

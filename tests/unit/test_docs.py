@@ -4,7 +4,8 @@ Code, configs and tests cite the project's own pages under ``docs/`` (``docs/num
 NVFP4``). The team's planning notes (the paper digest, the implementation survey, the
 ecosystem study, the design card, the Triton notes) are not in the repository, so a citation
 of one of them by its bare file name is a dead end for anyone who clones it. Checked here,
-over every tracked file and every untracked one that git does not ignore:
+over every tracked file and every untracked one that git does not ignore, outside any virtual
+environment made in the checkout:
 
 (a) no file outside docs/ cites one of those notes by its bare name;
 (b) every ``docs/<name>.md`` mentioned anywhere exists, and where a citation names a section
@@ -17,7 +18,9 @@ over every tracked file and every untracked one that git does not ignore:
 """
 from __future__ import annotations
 
+import functools
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -39,21 +42,26 @@ HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$", re.M)
 FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)    # a fenced block; 1: its code
 
 
-def _git_files() -> list[str]:
+def _git_files(root: Path) -> list[str]:
+    """The project's files under ``root``: tracked, and untracked but not ignored, less
+    anything inside a virtual environment (a folder holding ``pyvenv.cfg``), which the README
+    makes inside the checkout and which no ``.gitignore`` can be relied on to hide."""
     try:
         out = []
         for args in (["ls-files"], ["ls-files", "--others", "--exclude-standard"]):
-            out += subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+            out += subprocess.run(["git", *args], cwd=root, capture_output=True, text=True,
                                   check=True, timeout=60).stdout.splitlines()
     except (OSError, subprocess.SubprocessError):
         pytest.skip("not a git checkout")
-    return sorted(set(out))
+    is_venv = functools.cache(lambda folder: (root / folder / "pyvenv.cfg").is_file())
+    return sorted({rel for rel in out
+                   if not any(map(is_venv, list(Path(rel).parents)[:-1]))})  # [-1]: "."
 
 
-def _texts():
-    """(path, text) of every tracked or untracked-but-not-ignored text file."""
-    for rel in _git_files():
-        path = ROOT / rel
+def _texts(root: Path = ROOT):
+    """(path, text) of every project file under ``root`` that is text (``_git_files``)."""
+    for rel in _git_files(root):
+        path = root / rel
         if not path.is_file():
             continue  # deleted in the working tree, or a submodule
         data = path.read_bytes()
@@ -88,11 +96,13 @@ def test_no_bare_citations_of_notes_outside_the_repo():
                      "the repository:\n" + "\n".join(bad))
 
 
-def test_cited_docs_exist_with_their_sections():
+def _dangling_citations(root: Path) -> list[str]:
+    """``path:line: problem`` for each citation of a page under ``root`` that does not exist,
+    or that lacks the section it names."""
     bad = []
-    for rel, text in _texts():
+    for rel, text in _texts(root):
         for m in DOC_PATH.finditer(text):
-            page = ROOT / m.group(1)
+            page = root / m.group(1)
             where = f"{rel}:{_line(text, m.start())}"
             if not page.is_file():
                 bad.append(f"{where}: {m.group(1)} does not exist")
@@ -104,7 +114,30 @@ def test_cited_docs_exist_with_their_sections():
             heads = _headings(page)
             if not any(rest.startswith(h) or h.startswith(token.group(0)) for h in heads):
                 bad.append(f"{where}: {m.group(1)} has no section {rest[:40]!r}")
+    return bad
+
+
+def test_cited_docs_exist_with_their_sections():
+    bad = _dangling_citations(ROOT)
     assert not bad, "\n".join(bad)
+
+
+def test_a_virtual_environment_in_the_checkout_is_not_scanned(tmp_path):
+    """The README makes ``.venv`` inside the checkout; its site-packages cite pages of their
+    own projects (pyparsing's grammar page). With no ``.gitignore`` to hide it, the scan
+    still skips it, and still reports the same citation in a file of the project."""
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    page = "docs/" + "grammar.md"     # assembled: this file does not cite it itself
+    cite = f"see {page}\n"
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "mod.py").write_text(f"# {cite}")
+    package = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages" / "x"
+    package.mkdir(parents=True)
+    (tmp_path / ".venv" / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    (package / "__init__.py").write_text(f'"""{cite}"""\n')
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True, timeout=60)
+    assert _dangling_citations(tmp_path) == [f"src/mod.py:1: {page} does not exist"]
 
 
 def test_relative_links_in_docs_resolve():

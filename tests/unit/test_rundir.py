@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from omegaconf import DictConfig, OmegaConf
 
 from nvfp4_lab import rundir
 from nvfp4_lab.rundir import COLUMNS, Status, Summary
@@ -69,35 +70,87 @@ def test_the_first_rank_error_of_this_attempt_is_the_cause(tmp_path):
     assert (tmp_path / "errors" / "rank1.txt").read_text().endswith("trace 1")
 
 
-def _summary(run: Path, status: Status, chash: str = "abc", tokens_per_step: int = 2048) -> None:
+# a config as the run directory's ``config.yaml`` holds it (resolved), and the one it changes to
+CFG = OmegaConf.create({"seed": 0, "resume": "auto", "train": {"lr": 0.001, "batch_size": 8}})
+OTHER = OmegaConf.merge(CFG, {"seed": 1, "train": {"lr": 0.002}})
+
+
+def _summary(run: Path, status: Status, cfg: DictConfig = CFG, tokens_per_step: int = 2048,
+             ) -> None:
     Summary(status=status, quant="bf16", seed=0, model="nano", max_steps=10,
-            tokens_per_step=tokens_per_step, config_hash=chash).write(run)
+            tokens_per_step=tokens_per_step,
+            config_hash=rundir.config_hash(cfg, world=1)).write(run)
 
 
-def _checkpoint(run: Path) -> None:
+def _checkpoint(run: Path) -> Path:
+    """A real (tiny) checkpoint file: torch's zip archive."""
+    import torch
+
     (run / "checkpoints").mkdir(parents=True)
-    (run / "checkpoints" / "last.ckpt").write_bytes(b"")
+    torch.save({"global_step": 3, "state_dict": {"w": torch.ones(64)}},
+               run / "checkpoints" / "last.ckpt")
+    return run / "checkpoints" / "last.ckpt"
+
+
+def _start(run: Path, cfg: DictConfig = CFG, tokens_per_step: int = 2048) -> rundir.Start:
+    return rundir.check_can_start(run, cfg, world=1, tokens_per_step=tokens_per_step)
 
 
 def test_a_directory_says_whether_a_run_starts_resumes_or_is_left_alone(tmp_path):
-    start = rundir.check_can_start
-    assert start(tmp_path / "absent", "abc", "auto", 2048) is rundir.Start.new
+    assert _start(tmp_path / "absent") is rundir.Start.new
     _summary(tmp_path, Status.failed)          # failed before its first checkpoint
-    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.new
+    assert _start(tmp_path) is rundir.Start.new
     _checkpoint(tmp_path)
-    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.resume
+    assert _start(tmp_path) is rundir.Start.resume
     _summary(tmp_path, Status.done)
-    assert start(tmp_path, "abc", "auto", 2048) is rundir.Start.done
+    assert _start(tmp_path) is rundir.Start.done
 
 
 def test_a_directory_refuses_another_config_another_layout_or_resume_never(tmp_path):
     _summary(tmp_path, Status.running)
     _checkpoint(tmp_path)
-    with pytest.raises(rundir.RunExists, match="hash abc, this one xyz"):
-        rundir.check_can_start(tmp_path, "xyz", "auto", 2048)
+    with pytest.raises(rundir.RunExists, match=f"hash {rundir.config_hash(CFG, world=1)}, "
+                                               f"this one {rundir.config_hash(OTHER, world=1)}"):
+        _start(tmp_path, OTHER)                # no config.yaml to name the keys from
     with pytest.raises(rundir.RunExists, match="2048 tokens per step, these settings give 4096"):
-        rundir.check_can_start(tmp_path, "abc", "auto", 4096)
+        _start(tmp_path, tokens_per_step=4096)
     with pytest.raises(rundir.RunExists, match="status running.*resume=auto"):
-        rundir.check_can_start(tmp_path, "abc", "never", 2048)
+        _start(tmp_path, OmegaConf.merge(CFG, {"resume": "never"}))
     _summary(tmp_path, Status.done)            # a finished run is left alone at any layout
-    assert rundir.check_can_start(tmp_path, "abc", "auto", 4096) is rundir.Start.done
+    assert _start(tmp_path, tokens_per_step=4096) is rundir.Start.done
+
+
+def test_a_refused_config_names_each_key_that_differs_with_both_values(tmp_path):
+    """The run's ``config.yaml`` against the new config: ``resume`` (not hashed) is no
+    difference."""
+    OmegaConf.save(CFG, tmp_path / "config.yaml", resolve=True)
+    _summary(tmp_path, Status.running)
+    with pytest.raises(rundir.RunExists) as refused:
+        _start(tmp_path, OmegaConf.merge(OTHER, {"resume": "auto"}))
+    message = str(refused.value)
+    assert message == (f"{tmp_path} holds a run of a different config (seed: 0 there, 1 here; "
+                       "train.lr: 0.001 there, 0.002 here); refusing to mix them. Choose "
+                       "another hydra.run.dir."), message
+
+
+def test_a_long_difference_names_the_first_keys_and_counts_the_rest(tmp_path):
+    many = OmegaConf.create({"train": {f"k{i}": i for i in range(8)}, "resume": "auto"})
+    OmegaConf.save(many, tmp_path / "config.yaml")
+    _summary(tmp_path, Status.running, many)
+    changed = OmegaConf.create({"train": {f"k{i}": -i - 1 for i in range(8)}, "resume": "auto"})
+    with pytest.raises(rundir.RunExists, match=r"train\.k4: 4 there, -5 here; and 3 more keys\)"):
+        _start(tmp_path, changed)
+
+
+def test_a_checkpoint_cut_short_is_refused_naming_the_file_and_the_choices(tmp_path):
+    """A copy cut short would end in torch's zip reader: one line instead, nothing changed."""
+    _summary(tmp_path, Status.running)
+    ckpt = _checkpoint(tmp_path)
+    whole = ckpt.read_bytes()
+    ckpt.write_bytes(whole[:len(whole) // 2])
+    with pytest.raises(rundir.RunExists) as refused:
+        _start(tmp_path)
+    message = str(refused.value)
+    assert message.startswith(f"{ckpt} is not a readable checkpoint (") and "\n" not in message
+    assert "restore the file" in message and "delete it" in message, message
+    assert ckpt.read_bytes() == whole[:len(whole) // 2]

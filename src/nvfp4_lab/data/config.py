@@ -23,13 +23,15 @@ check when the jobs train where it runs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..configs import default_option, option_settings
 from .shards import MAX_VOCAB
 
 SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin")
 TOKENIZERS = ("bpe", "bytes")
+CHOICES = {"source": SOURCES, "tokenizer": TOKENIZERS}   # the keys with a closed set
 # sources that read ``path``
 PATH_SOURCES = ("textdir", "bin")
 # 256 byte symbols of the byte-level alphabet plus <|endoftext|>
@@ -65,8 +67,8 @@ class DataConfig:
     ``<cache_dir>/downloads/``."""
 
     def __post_init__(self):
-        _choice("data.source", self.source, SOURCES)
-        _choice("data.tokenizer", self.tokenizer, TOKENIZERS)
+        for key, allowed in CHOICES.items():
+            _choice(f"data.{key}", getattr(self, key), allowed)
         if self.tokenizer == "bpe" and not MIN_BPE_VOCAB <= self.vocab_size <= MAX_VOCAB:
             raise ValueError(f"data.vocab_size={self.vocab_size} must be in "
                              f"[{MIN_BPE_VOCAB}, {MAX_VOCAB}] for data.tokenizer=bpe "
@@ -93,3 +95,29 @@ class DataConfig:
     def tokenizer_tag(self) -> str:
         """The tokenizer part of the prepared folder's name: ``bpe4096`` or ``bytes``."""
         return f"bpe{self.vocab_size}" if self.tokenizer == "bpe" else "bytes"
+
+
+def help_lines() -> list[str]:
+    """The options of the ``data`` group with the settings their files make, then each key of
+    ``DataConfig`` and what it takes: what ``prepare-data --help`` lists."""
+    options = option_settings("data")
+    common = {k: v for k, v in next(iter(options.values())).items()
+              if all(o.get(k, KeyError) == v for o in options.values())}
+    width = max(len(f"data.{f.name}") for f in fields(DataConfig))
+    return [f"data=NAME, a corpus and its tokenizer (default {default_option('data')}):",
+            *(f"  {name:<{width}}  " + " ".join(f"{k}={_shown(v)}" for k, v in o.items()
+                                                if k not in common)
+              for name, o in options.items()),
+            "data.KEY=VALUE, a key of the chosen option changed:",
+            *(f"  {'data.' + f.name:<{width}}  " + _takes(f.name, str(f.type))
+              + (f" (every option: {_shown(common[f.name])})" if f.name in common else "")
+              for f in fields(DataConfig))]
+
+
+def _takes(key: str, kind: str) -> str:
+    return f"one of {', '.join(CHOICES[key])}" if key in CHOICES else kind
+
+
+def _shown(value) -> str:
+    """A value as an override writes it (``null`` for None)."""
+    return "null" if value is None else str(value)

@@ -9,8 +9,11 @@ raises inside the task, after Hydra has created the run directory, and prints a 
 configs the task will build (``train/schema.py``), so the command can stop with one line
 before anything exists on disk. A sweep is checked one value at a time: every value of every
 swept key, with the other keys at their first value (at most ``MAX_VALUES`` per key; seeds and
-the like need no more), and every arm of an ablation. All of that runs without torch or
-Lightning (lazy.py), so a typo or a bad value answers in well under a second. Only then is
+the like need no more), and every arm of an ablation. An option that names no file of its
+group (``+tokens_per_step=512``), a group added with ``+`` written without it
+(``ablation=rht_size``) and a sweep without ``-m`` get the same one line. All of that runs
+without torch or Lightning (lazy.py), so a typo or a bad value answers in well under a
+second. Only then is
 each job's model built on the meta device and converted (torch), so that a width the recipe's
 blocks or RHT size do not divide (Quartet II's 128-point RHT on a 96-wide model) is a
 one-line error here, not a failed run.
@@ -24,11 +27,12 @@ import sys
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Glob, IntervalSweep, Override
 from hydra.errors import ConfigCompositionException, OverrideParseException
 from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
-from ..configs import conf_dir
+from ..configs import conf_dir, config_groups
 from .job import Job
 from .schema import register
 
@@ -43,13 +47,13 @@ def check(argv: list[str]) -> str | None:
     very same thing are warned about on stderr."""
     overrides = [a for a in argv if not a.startswith("-")]
     multirun = bool({"-m", "--multirun"} & set(argv))
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException as err:
-        return _first_line(err)
+    parsed = _parsed(overrides)
+    if isinstance(parsed, str):
+        return parsed
+    swept = [o.input_line for o in parsed if o.is_sweep_override()]
     register()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        trials = [_jobs(trial, multirun) for trial in _trials(parsed)]
+        trials = [_jobs(trial, multirun, swept) for trial in _trials(parsed)]
     problems = [t for t in trials if isinstance(t, str)]
     if not problems:          # every config is valid: now the models, with torch
         warned: set[str] = set()
@@ -60,16 +64,47 @@ def check(argv: list[str]) -> str | None:
 def composed(overrides: list[str]) -> DictConfig | str:
     """The one config ``overrides`` compose into, or the one line refusing them: for the
     commands that read a config without training it (``prepare-data``)."""
-    try:
-        OverridesParser.create().parse_overrides(overrides)
-    except OverrideParseException as err:
-        return _first_line(err)
+    if isinstance(problem := _parsed(overrides), str):
+        return problem
     register()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
         try:
             return compose("config", overrides=overrides)
         except ConfigCompositionException as err:
             return _explain(err, overrides)
+
+
+def _parsed(overrides: list[str]) -> list[Override] | str:
+    """The parsed overrides, or the one line refusing them: a syntax error, or an option of a
+    config group that is no file of it (Hydra fails on a number, ``+tokens_per_step=512``,
+    with a traceback)."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except OverrideParseException as err:
+        return _first_line(err)
+    groups = config_groups()
+    for o in parsed:
+        options = groups.get(o.key_or_group)
+        if options is None or o.is_delete() or isinstance(o.value(), (Glob, IntervalSweep)):
+            continue
+        for name in _names(o):
+            if name is not None and not (isinstance(name, str) and name in options):
+                return _no_option(o.key_or_group, name, o.input_line)
+    return parsed
+
+
+def _names(o: Override) -> list:
+    """The option names a group override selects: each value of a sweep, each item of a
+    list, or its one value."""
+    if o.is_sweep_override():
+        return list(o.sweep_iterator())
+    value = o.value()
+    return list(value) if isinstance(value, list) else [value]
+
+
+def _no_option(group: str, name: object, override: str) -> str:
+    options = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
+    return f"no config {group}/{name} ({override}); the options of {group}: {', '.join(options)}"
 
 
 def _trials(parsed) -> list[list[str]]:
@@ -88,8 +123,9 @@ def _trials(parsed) -> list[list[str]]:
     return trials
 
 
-def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
-    """The jobs of one trial (one per arm of an ablation), or the one line refusing it."""
+def _jobs(trial: list[str], multirun: bool, swept: list[str]) -> list[Job] | str:
+    """The jobs of one trial (one per arm of an ablation), or the one line refusing it;
+    ``swept``: the command line's sweeps, which need a multirun."""
     try:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
@@ -98,6 +134,9 @@ def _jobs(trial: list[str], multirun: bool) -> list[Job] | str:
         return ("hydra.launcher.n_jobs=0 runs no job at once; give how many (-1: one per "
                 "core)")
     multirun = multirun or str(cfg.hydra.mode) in ("MULTIRUN", "RunMode.MULTIRUN")
+    if swept and not multirun:
+        return (f"{swept[0]} is a sweep: add -m to run one job per value, or sweep with an "
+                "ablation (+ablation=NAME)")
     here = not str(cfg.hydra.launcher.get("_target_")).endswith(".SlurmLauncher")
     arms = [cfg.arm] if cfg.get("arm") is not None else list(cfg.get("arms") or {}) or [None]
     jobs = []
@@ -199,13 +238,14 @@ def check_fit(job: Job) -> list[str]:
 
 def _explain(err: ConfigCompositionException, trial: list[str]) -> str:
     text = str(err)
+    if (m := _NO_KEY.search(text)) and m[1] in config_groups():
+        override = next((o for o in trial if o.split("=", 1)[0] == m[1]), f"{m[1]}=NAME")
+        return (f"{override}: the group {m[1]} is not in the defaults, so it is added with a "
+                f"+: write +{override}")
     if m := _NO_KEY.search(text):
         return _no_key(m[1], trial)
     if m := _NO_OPTION.search(text):
-        group, name = m[1], m[2]
-        options = sorted(p.stem for p in (conf_dir() / group).glob("*.yaml"))
-        return (f"no config {group}/{name} ({group}={name}); the options of {group}: "
-                f"{', '.join(options)}")
+        return _no_option(m[1], m[2], f"{m[1]}={m[2]}")
     cause = err.__cause__ or err
     culprit = next((o for o in trial if o.split("=", 1)[0].lstrip("+~") in text), None)
     return (f"{culprit}: " if culprit else "") + _first_line(cause)

@@ -47,10 +47,9 @@ def finished(sweep: Path | None, num: int, cfg) -> bool:
         return False
     cfg = apply_arm(cfg)
     job = Job.of_arm(cfg)
-    chash = rundir.config_hash(cfg, world=job.trainer.world_size())
     try:
-        return rundir.check_can_start(found[0], chash, cfg.resume, job.tokens_per_step) \
-            == rundir.Start.done
+        return rundir.check_can_start(found[0], cfg, world=job.trainer.world_size(),
+                                      tokens_per_step=job.tokens_per_step) == rundir.Start.done
     except rundir.RunExists:
         return False
 

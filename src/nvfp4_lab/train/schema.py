@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+import re
+from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
@@ -317,13 +318,22 @@ def apply_arm(cfg: DictConfig) -> DictConfig:
     return out
 
 
+# a recipe key as the recipe's own messages name it: a field followed by ``.`` or ``=``
+RECIPE_KEY = re.compile(r"(?<![\w.])((?:" + "|".join(f.name for f in fields(Recipe))
+                        + r")(?=[.=]))")
+
+
 def recipe_of(quant: DictConfig) -> Recipe:
-    """The composed ``quant`` node as a validated ``Recipe``."""
+    """The composed ``quant`` node as a validated ``Recipe``; ``Refused`` names the keys of
+    anything invalid in full (``quant.rht.size=3``, where the recipe says ``rht.size=3``)."""
     d = OmegaConf.to_container(quant, resolve=True, enum_to_str=True)
     switch = d.get("switch")
     if isinstance(switch, dict) and "at" in switch and switch["at"] is None:
         del switch["at"]    # the schema's placeholder for the removed key, unset
-    return from_dict(d)
+    try:
+        return from_dict(d)
+    except ValueError as err:
+        raise Refused(RECIPE_KEY.sub(r"quant.\1", str(err))) from None
 
 
 def plain(node: DictConfig, cls):

@@ -44,14 +44,15 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     raw, cfg = cfg, apply_arm(cfg)
     job = Job.of_arm(cfg)
     job.trainer.check_launch(multirun)
-    chash = rundir.config_hash(cfg, world=job.trainer.world_size())
-    start = rundir.check_can_start(out, chash, cfg.resume, job.tokens_per_step)
+    world = job.trainer.world_size()
+    start = rundir.check_can_start(out, cfg, world=world, tokens_per_step=job.tokens_per_step)
     if start == rundir.Start.done:
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
     fork = branch.find(raw, cfg, position and position.dir, job.max_steps)  # before any write
-    run = _Run.begin(cfg, job, out, chash, start, fork, position)
+    run = _Run.begin(cfg, job, out, rundir.config_hash(cfg, world=world), start, fork,
+                     position)
     try:
         run.fit(raw, start, multirun, position)
         status, error = rundir.Status.done, None

@@ -35,3 +35,27 @@ def test_omegaconf_structured_schema():
     assert type(cfg.val_docs) is list
     with pytest.raises(ValueError, match="data.source='x'"):
         OmegaConf.to_object(OmegaConf.merge(schema, {"source": "x"}))
+
+
+def test_prepare_data_help_lists_each_option_of_the_data_group_and_each_key(capsys):
+    """Read back from ``prepare-data --help``: every file of conf/data with the source and
+    tokenizer it sets, and every key of DataConfig with what it takes."""
+    import dataclasses
+
+    import yaml
+
+    from nvfp4_lab.cli import main
+    from nvfp4_lab.configs import conf_dir
+
+    assert main(["prepare-data", "--help"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    files = sorted((conf_dir() / "data").glob("*.yaml"))
+    assert len(files) >= 5
+    for path in files:
+        doc = yaml.safe_load(path.read_text())
+        line = next((s for s in lines if s.split()[:1] == [path.stem]), "")
+        assert f"source={doc['source']} tokenizer={doc['tokenizer']}" in line, (path, lines)
+    keys = {s.split()[0]: s for s in lines if s.startswith("  data.")}
+    assert set(keys) == {f"data.{f.name}" for f in dataclasses.fields(DataConfig)}, lines
+    assert keys["data.tokenizer"].endswith("one of bpe, bytes")
+    assert "(default shakespeare)" in " ".join(lines)

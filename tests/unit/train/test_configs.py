@@ -136,12 +136,15 @@ def test_switch_at_step_and_at_fraction_compose(composer):
 
 
 @pytest.mark.parametrize(("overrides", "needles"), [
-    (["quant.switch.at=0.5"], ["switch.at=0.5", "switch.at_step", "switch.at_fraction"]),
-    (["quant.switch.at=1"], ["switch.at=1", "switch.at_step", "switch.at_fraction"]),
+    (["quant.switch.at=0.5"],
+     ["quant.switch.at=0.5", "quant.switch.at_step", "quant.switch.at_fraction"]),
+    (["quant.switch.at=1"], ["quant.switch.at=1", "quant.switch.at_step",
+                             "quant.switch.at_fraction"]),
     (["quant.switch.at_step=3", "quant.switch.at_fraction=0.5"],
-     ["set one of switch.at_step, switch.at_fraction"]),
-    (["quant.switch.at_step=0.82"], ["switch.at_step=0.82", "switch.at_fraction=0.82"]),
-    (["quant.switch.at_fraction=5"], ["switch.at_fraction=5", "switch.at_step=5"]),
+     ["set one of quant.switch.at_step, quant.switch.at_fraction"]),
+    (["quant.switch.at_step=0.82"], ["quant.switch.at_step=0.82",
+                                     "quant.switch.at_fraction=0.82"]),
+    (["quant.switch.at_fraction=5"], ["quant.switch.at_fraction=5", "quant.switch.at_step=5"]),
 ], ids=["old-at-fraction", "old-at-step", "both", "step-fraction", "fraction-step"])
 def test_bad_switch_override_names_the_keys(composer, overrides, needles):
     cfg = composer(overrides)

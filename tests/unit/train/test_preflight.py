@@ -17,6 +17,22 @@ from nvfp4_lab.train.preflight import _trials, check
     (["quant.rht.sise=4"], "did you mean quant.rht.size? quant.rht has: gemms, size, signs, seed"),
     (["nonsense=1"], "no key nonsense (nonsense=1); the top level has: seed, name,"),
     (["train.max_steps=-3"], "train.max_steps=-3 must be >= 1"),
+    (["quant.rht.size=3"], "quant.rht.size=3 must be a power of two in 2..256"),
+    (["quant.switch.at=0.5"], "quant.switch.at=0.5: quant.switch.at is no longer a recipe key; "
+                              "set quant.switch.at_step"),
+    # a group that is added, not in the defaults: its + is missing
+    (["ablation=rht_size"], "ablation=rht_size: the group ablation is not in the defaults, so "
+                            "it is added with a +: write +ablation=rht_size"),
+    (["scale=lab"], "write +scale=lab"),
+    (["tokens_per_step=t512"], "write +tokens_per_step=t512"),
+    # an option that is no file of its group, a number included (Hydra: a traceback)
+    (["+tokens_per_step=512"], "no config tokens_per_step/512 (+tokens_per_step=512); the "
+                               "options of tokens_per_step: t2048, t512, t8192"),
+    (["-m", "quant=bf16,3"], "no config quant/3 (quant=bf16,3); the options of quant: bf16,"),
+    (["model=[nano,7]"], "no config model/7 (model=[nano,7])"),
+    # a sweep without -m (Hydra: five lines and exit 1); an ablation's sweep needs none
+    (["seed=0,1"], "seed=0,1 is a sweep: add -m to run one job per value, or sweep with an "
+                   "ablation (+ablation=NAME)"),
     (["quant=nvfp5"], "no config quant/nvfp5 (quant=nvfp5); the options of quant: bf16, fp8,"),
     (["train.schedule=linear"], "train.schedule=linear: Invalid value 'linear', expected one of"),
     (["data=textdir"], "data.source=textdir needs data.path"),
@@ -68,6 +84,7 @@ def test_a_refused_config_is_reported_before_torch_or_lightning_loads(argv):
 
 @pytest.mark.parametrize("argv", [
     [], ["+ablation=formats", "+scale=lab"], ["-m", "quant=bf16,nvfp4", "seed=0,1,2"],
+    ["+ablation=smoke", "seed=3,4"], ["+tokens_per_step=t512"],
     ["+ablation=recipes"], ["quant=quartet_ii", "quant.rht.size=32", "model=micro"],
     ["hydra.sweep.dir=/tmp/x", "model=micro", "train.max_tokens=1000"],
 ])
