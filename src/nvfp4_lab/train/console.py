@@ -7,12 +7,17 @@ conf/config.yaml) sends to two handlers: the terminal's, message only, and the r
 directory's file, with the time. Where a rich bar stands in for the progress lines
 (train/progress.py), they go to the file alone: ``TerminalFilter`` drops them from the
 terminal. Outside a Hydra job (the library called directly) ``say`` prints.
+
+Lightning's own lines (the accelerators found, a checkpoint folder reused) take the same
+handlers, once each (``adopt_lightning_log``), and its adverts for its cloud services none.
 """
 from __future__ import annotations
 
 import logging
 
 LOG = logging.getLogger("nvfp4_lab.run")
+RANK_ZERO = "lightning.pytorch.utilities.rank_zero"   # the logger of Lightning's rank_zero_info
+ADVERT = "💡 Tip"                                     # how Lightning's adverts begin
 
 
 def say(text: str, terminal: bool = True) -> None:
@@ -29,6 +34,34 @@ class TerminalFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return getattr(record, "terminal", True)
+
+
+class DropAdvert(logging.Filter):
+    """On Lightning's rank-zero logger: every record but an advert."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(ADVERT)
+
+
+_DROP_ADVERT = DropAdvert()
+
+
+def adopt_lightning_log() -> None:
+    """Lightning's lines through the run's handlers alone, and its adverts nowhere.
+
+    ``import lightning`` gives the ``lightning`` logger a handler of its own (``INFO: ...``
+    on stderr), and its subpackages one more where the root has none yet, while the records
+    also reach the root's: under Hydra's job logging every line showed twice. Where the root
+    has handlers (a job's) Lightning's go; without them (the library called directly) they
+    stay, so that the lines still show."""
+    logging.getLogger(RANK_ZERO).addFilter(_DROP_ADVERT)
+    if not logging.getLogger().handlers:
+        return
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric"):
+        log = logging.getLogger(name)
+        for handler in log.handlers[:]:
+            log.removeHandler(handler)
+        log.propagate = True
 
 
 def duration(seconds: float) -> str:
