@@ -3,8 +3,8 @@
 A user who comes back to a run finds in its ``cli.log`` what the terminal showed: the thread
 plan, the backend, the layer report, every progress line and the outcome. Each goes through
 ``say`` to the ``nvfp4_lab.run`` logger, which Hydra's job logging (``hydra.job_logging`` in
-conf/config.yaml) sends to two handlers: the terminal's, message only, and the run
-directory's file, with the time. Where a rich bar stands in for the progress lines
+conf/config.yaml) sends to two handlers: the terminal's (``TerminalHandler``), message only,
+and the run directory's file, with the time. Where a rich bar stands in for the progress lines
 (train/progress.py), they go to the file alone: ``TerminalFilter`` drops them from the
 terminal. Outside a Hydra job (the library called directly) ``say`` prints.
 
@@ -14,6 +14,7 @@ handlers, once each (``adopt_lightning_log``), and its adverts for its cloud ser
 from __future__ import annotations
 
 import logging
+import sys
 
 LOG = logging.getLogger("nvfp4_lab.run")
 RANK_ZERO = "lightning.pytorch.utilities.rank_zero"   # the logger of Lightning's rank_zero_info
@@ -27,6 +28,20 @@ def say(text: str, terminal: bool = True) -> None:
             print(text, flush=True)
         return
     LOG.info(text, extra={"terminal": terminal})
+
+
+class TerminalHandler(logging.StreamHandler):
+    """The terminal's handler: writes to ``sys.stdout`` as it is at each line, not as it was
+    when logging was set up. A rich bar swaps in a stdout that prints lines above the bar; a
+    line written past it is drawn over by the bar's next redraw, which leaves a stale bar."""
+
+    def __init__(self, stream: object = None):
+        """``stream``: ignored (Hydra's default job logging, merged under ours, names one)."""
+        logging.Handler.__init__(self)
+
+    @property
+    def stream(self):
+        return sys.stdout
 
 
 class TerminalFilter(logging.Filter):
