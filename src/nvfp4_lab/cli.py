@@ -23,6 +23,7 @@ import platform
 import shutil
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 from .configs import conf_dir, conf_source
@@ -369,8 +370,18 @@ def usage() -> str:
             + "\n\n  nvfp4-lab run +ablation=quickstart        the README's first command")
 
 
+def _quiet_foreign_notices() -> None:
+    """Silence a notice meant for Lightning's developers, not our users: Lightning's pytree
+    helper builds torch's ``LeafSpec``, which torch deprecated (a FutureWarning on every
+    run). Only that message from that module: any other warning still shows."""
+    warnings.filterwarnings(
+        "ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        category=FutureWarning, module=r"lightning\.pytorch\.utilities\._pytree")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _quiet_foreign_notices()
     if argv and argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0

@@ -311,6 +311,20 @@ def test_the_run_log_holds_what_the_terminal_showed(ref, background, work):
     assert not re.search(r"^step \d+/8  train_loss", rich.out, re.M)    # the bar, not lines
 
 
+def test_a_rich_bar_run_shows_lightnings_lines_once_and_a_readable_bar(background):
+    """With the bar (no quieting): Lightning's lines once each, on stdout, no advert and no
+    LeafSpec notice; the bar's tokens whole, its lr in scientific notation, no v_num."""
+    rich = finished(background, "rich_log")
+    assert rich.rc == 0, rich
+    for line in ("GPU available: False", "TPU available: False"):
+        assert rich.out.count(line) == 1 and line not in rich.err, rich
+    for notice in ("💡", "LeafSpec", "INFO:"):
+        assert notice not in rich.text, rich
+    bar = " ".join(rich.out.split())          # rich wraps the bar at 80 columns off a terminal
+    assert f"tokens: {8 * TOKENS_PER_STEP:,} " in bar, bar
+    assert re.search(r" lr: \d\.\de-\d\d ", bar) and "v_num" not in bar, bar
+
+
 def test_sweep_progress_lines_say_which_job_and_the_time_left(background):
     """The smoke sweep (4 jobs, one at a time): each plain line names its job, in order."""
     out = finished(background, "smoke").out

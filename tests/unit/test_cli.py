@@ -1,10 +1,16 @@
-"""The command line's own answers, in process: a mistake in an override gets one line naming
-the key, the value and the fix, exit status 2, and nothing written (the dry run and the run
-alike, both answered by the command-line check before Hydra starts)."""
+"""The command line, in process: a mistake in an override gets one line naming the key, the
+value and the fix, exit status 2, and nothing written (the dry run and the run alike, both
+answered by the command-line check before Hydra starts); and the console script's
+process-wide settings."""
 from __future__ import annotations
 
-import pytest
+import warnings
 
+import pytest
+import torch.utils._pytree as torch_pytree
+from lightning.pytorch.utilities import _pytree as lightning_pytree
+
+from nvfp4_lab import cli
 from nvfp4_lab.cli import main
 
 GROUP = ("no config tokens_per_step/512 (+tokens_per_step=512); the options of "
@@ -27,3 +33,17 @@ def test_a_mistake_gets_one_line_exit_2_and_nothing_written(argv, says, capsys, 
     assert main(argv) == 2
     assert capsys.readouterr().err == f"nvfp4-lab: {says}\n"
     assert not any(tmp_path.iterdir())
+
+
+def test_the_cli_silences_lightnings_leafspec_notice_and_nothing_else(capsys):
+    """Lightning's pytree helper builds torch's deprecated ``LeafSpec`` on every logged step;
+    once the command has started that notice is gone, while the same notice raised by any
+    other code still shows."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert cli.main(["--version"]) == 0
+        lightning_pytree._tree_flatten(1.0)     # a leaf: Lightning builds a LeafSpec
+        torch_pytree.LeafSpec()                 # the same, from here
+    notices = [w for w in caught if "LeafSpec" in str(w.message)]
+    assert [w.filename for w in notices] == [__file__], [(w.filename, w.lineno) for w in notices]
+    assert capsys.readouterr().out.startswith("nvfp4-lab ")

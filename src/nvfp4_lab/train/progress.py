@@ -26,7 +26,7 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
-from .console import duration, say
+from .console import RANK_ZERO, duration, say
 from .sweep_plan import SweepPlan
 
 
@@ -180,6 +180,9 @@ class SweepProgressBar(RichProgressBar):
             self.progress.update(self.train_progress_bar_id,
                                  description=self._get_train_description(trainer.current_epoch))
 
+    def get_metrics(self, trainer, pl_module):
+        return bar_metrics(super().get_metrics(trainer, pl_module))
+
     def _get_train_description(self, current_epoch: int) -> str:
         """``eta 6m12s`` or, in a sweep, ``job 4/18 · eta 6m12s · sweep ~2h10m``."""
         left = self.countdown.left(self.trainer.global_step, self.trainer.max_steps)
@@ -191,14 +194,24 @@ class SweepProgressBar(RichProgressBar):
             f" · sweep {sweep}" if sweep is not None else "")
 
 
+BAR_FORMATS = {"tokens": ",.0f", "lr": ".1e"}   # the rest at the bar's own 3 decimals
+
+
+def bar_metrics(metrics: dict) -> dict:
+    """The bar's metrics: tokens whole (``81,920``), the learning rate in scientific notation
+    (``3.0e-03``; at 3 decimals a decayed one reads 0.000), and no ``v_num`` (Lightning's
+    logger version, always 0 here: the run directory names the run)."""
+    return {k: format(v, BAR_FORMATS[k]) if k in BAR_FORMATS else v
+            for k, v in metrics.items() if k != "v_num"}
+
+
 def quiet_lightning() -> None:
-    """Drop Lightning's per-run banners (accelerators available, the LitLogger tip, "fit
-    stopped") and one internal deprecation notice from plain logs and sweeps, where they
-    repeat for every job. They are ``rank_zero_info`` messages; a real warning still shows.
+    """Drop Lightning's per-run banners (accelerators available, "fit stopped") from plain
+    logs and sweeps, where they repeat for every job. They are ``rank_zero_info`` messages; a
+    real warning still shows.
     A branch (train/branch.py) starts from its parent's checkpoint, whose checkpoint folder
     is not its own: ModelCheckpoint's notice that it will not reuse it is expected there."""
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").setLevel(logging.WARNING)
-    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")
+    logging.getLogger(RANK_ZERO).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"The dirpath has changed from")
 
 

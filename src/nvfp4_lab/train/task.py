@@ -29,7 +29,7 @@ from .. import rundir
 from ..data import LMDataModule
 from . import branch, threads
 from .auto_backend import AutoBackend
-from .console import say
+from .console import adopt_lightning_log, say
 from .job import Job
 from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
@@ -241,6 +241,7 @@ def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
              tokens_per_step: int, multirun: bool, position: SweepPosition | None,
              run_callbacks: list[Callback]) -> L.Trainer:
     rich = wants_rich(tr.progress, position.parallel if position else 1)
+    adopt_lightning_log()
     if multirun or not rich:
         quiet_lightning()
     loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]

@@ -141,10 +141,10 @@ def test_the_plans_predictions_are_the_numbers_it_wrote_down():
     assert round(100 * rep.predicted("steps", 46_432, 114, 454), 2) == 8.62
 
 
-def _study(runs_factory, gap, seeds=(0, 1)) -> None:
+def _study(runs_factory, gap, seeds=(0, 1)):
     """Run directories of the plan's cells: BF16 at 1.5, NVFP4 at 1.5 (1 + gap(...))."""
     num = 0
-    for (size, params), steps in STEPS.items():
+    for (size, _), steps in STEPS.items():
         d = {"w64": 64, "w32": 32}[size]
         for tps, s in zip(PER_STEP, steps):
             for seed in seeds:

@@ -88,6 +88,25 @@ def test_a_one_job_sweep_has_no_sweep_figure(clock):
     assert countdown.left(5, 10) == (pytest.approx(5.0), None)
 
 
+def test_the_bar_shows_whole_tokens_a_readable_lr_and_no_version(tmp_path):
+    """What the rich bar's metrics column prints for a step late in a run (lr decayed)."""
+    from types import SimpleNamespace
+
+    import torch
+    from lightning.pytorch.callbacks.progress.rich_progress import (
+        MetricsTextColumn,
+        RichProgressBarTheme,
+    )
+    from lightning.pytorch.loggers import CSVLogger
+
+    trainer = SimpleNamespace(loggers=[CSVLogger(tmp_path)], progress_bar_metrics={
+        "train_loss": torch.tensor(6.1523), "tokens": 81920.0, "lr": 3e-05})
+    column = MetricsTextColumn(trainer, "", " ", RichProgressBarTheme().metrics_format)
+    column.update(progress.SweepProgressBar(None).get_metrics(trainer, None))
+    assert " ".join(column._generate_metrics_texts()) == \
+        "train_loss: 6.152 tokens: 81,920 lr: 3.0e-05"
+
+
 @pytest.mark.parametrize("seconds,text", [(0.4, "0s"), (59.4, "59s"), (60, "1m00s"),
                                           (372, "6m12s"), (3599, "59m59s"), (3600, "1h00m"),
                                           (7830, "2h10m")])
