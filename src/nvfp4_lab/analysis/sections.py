@@ -180,7 +180,10 @@ def paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
             f"{paper.scale}): {paper.finding}\n\nPaper's values ({_paper_metric(paper)}): "
             f"{values}"
             f"{outcomes}. Paper's ordering: {paper_order}; {verdict}."
-            + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
+            + (f"\n\nNote{_NOTE_SIGN * gap}: {paper.notes}" if paper.notes else ""))
+
+
+_NOTE_SIGN = " (the paper's numbers in its own sign, negative = worse)"
 
 
 def _paper_metric(paper: PaperResult) -> str:
