@@ -601,13 +601,13 @@ def test_a_sweep_ends_with_its_report_and_the_notebook_runs_on_it(work, backgrou
     monkeypatch.delenv("MPLBACKEND", raising=False)       # the kernel's own: inline
     for cwd in (checkout, checkout / "notebooks"):
         nb = executed_notebook(cwd)
-        printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                          for o in c.get("outputs", []))
-        assert f"{copy}: 4 runs, recipes by quant: ['bf16', 'nvfp4']; skipped: 0" in printed
         for call in ("figures.loss_figure(", "figures.gap_figure("):
             (cell,) = [c for c in nb.cells if call in c.source]
             shown = [o for o in cell.outputs if "image/png" in o.get("data", {})]
             assert len(shown) == 1, (cwd, call, cell.outputs)
+        printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                          for o in c.get("outputs", []))
+        assert f"{copy}: 4 runs, recipes by quant: ['bf16', 'nvfp4']; skipped: 0" in printed
 
 
 def executed_notebook(cwd: Path):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pandas as pd
@@ -363,6 +364,18 @@ def test_plot_and_compare_subcommands(sweep, tmp_path, capsys):
                  "--out", str(out)]) == 0
     table = pd.read_csv(out / "tables" / "final_loss.csv")
     assert list(table["label"]) == ["bf16", "nvfp4"]
+
+
+def test_the_command_line_draws_headless_unless_mplbackend_says_otherwise(sweep, monkeypatch):
+    """The figures choose no backend (a notebook shows them inline); the command picks the
+    headless one before drawing, and a user's MPLBACKEND stands."""
+    monkeypatch.setenv("MPLBACKEND", "restored after the test")
+    monkeypatch.delenv("MPLBACKEND")
+    assert main(["plot", str(sweep)]) == 0
+    assert os.environ["MPLBACKEND"] == "Agg"
+    monkeypatch.setenv("MPLBACKEND", "pdf")
+    assert main(["plot", str(sweep)]) == 0
+    assert os.environ["MPLBACKEND"] == "pdf"
 
 
 def test_cli_errors_name_the_problem(sweep, tmp_path, capsys):
