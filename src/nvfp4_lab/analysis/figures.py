@@ -143,17 +143,15 @@ def loss_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
     """Train (left) and validation (right) loss vs tokens, one line per recipe."""
     unit = loss_unit(runs)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
-    windows: set[int] = set()
-    for ax, metric, name in ((left, "train_loss", "train loss"),
-                             (right, "val_loss", "validation loss")):
+    windows = {}        # metric -> the windows its curves were drawn with
+    for ax, metric in ((left, "train_loss"), (right, "val_loss")):
         shade_decay(ax, runs)
-        drawn = {_band(ax, curves[curves["label"] == label], metric, colours[label], label,
-                       smooth=ax is left) for label in colours}
-        windows = drawn - {None} if ax is left else windows
-        ax.set_ylabel(f"{name} ({unit})")
+        windows[metric] = {_band(ax, curves[curves["label"] == label], metric, colours[label],
+                                 label, smooth=ax is left) for label in colours} - {None}
+        ax.set_ylabel(f"{LOSS_NAMES[metric]} ({unit})")
         tokens_formatter(ax)
         _clip_warmup(ax, curves, metric)
-    left.set_title(smoothing_text(windows), fontsize=9)
+    left.set_title(smoothing_text(windows["train_loss"]), fontsize=9)
     right.set_title("validation loss (held-out text)", fontsize=9)
     fig.suptitle("Loss vs training tokens (y-axis from 20% of training on: the first descent "
                  "is cut off)", fontsize=10)
