@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from nvfp4_lab.analysis.stats import mean_ci, paired_gaps
+from nvfp4_lab.analysis.claims import claim_gaps
+from nvfp4_lab.analysis.paper import Claim
+from nvfp4_lab.analysis.stats import mean_ci
 from nvfp4_lab.train.sweep import summarise
 
 SCRIPT = Path(sys.executable).with_name("nvfp4-lab")
@@ -62,16 +64,16 @@ def sweep(args: argparse.Namespace, extra: list[str], out: Path) -> float:
 
 
 def pair_rows(runs: pd.DataFrame, order: list[str]) -> list[dict]:
-    """For each adjacent (better, worse) of ``order``: the paired gap of ``worse`` against
-    ``better`` in % (negative = worse is worse, as the paper expects) and the seeds in order."""
+    """For each adjacent (better, worse) of ``order``: the claim gap of ``better < worse``,
+    (better - worse) / better in % (negative = worse is worse, as the claim expects), and the
+    seeds in order."""
     rows = []
     for better, worse in zip(order, order[1:]):
-        gaps = paired_gaps(runs, better, "final_val_loss")
-        gaps = gaps[gaps["label"] == worse]
-        ci = mean_ci(gaps["gap_pct"])
+        gaps = claim_gaps(runs, Claim(better, worse), "final_val_loss")["gap"]
+        ci = mean_ci(gaps)
         rows.append({"pair": f"{better} < {worse}", "seeds": ci.n, "gap_pct": ci.mean,
                      "sd": ci.sd, "ci_lo": ci.lo, "ci_hi": ci.hi,
-                     "in_order": int((gaps["gap_pct"] < 0).sum())})
+                     "in_order": int((gaps < 0).sum())})
     return rows
 
 
@@ -97,7 +99,8 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d')}; sweep wall {wall:.0f} s; tokens/run "
           f"{int(runs['tokens'].max()):,}")
     print("final val loss: " + ", ".join(f"{k} {means[k]:.4f}" for k in order if k in means))
-    print("| pair | seeds | gap % | sd | 95% CI | seeds in order |\n|---|---:|---:|---:|---|---:|")
+    print("| pair a < b | seeds | claim gap (a - b) / a, % | sd | 95% CI | seeds in order |\n"
+          "|---|---:|---:|---:|---|---:|")
     for r in pair_rows(runs, order):
         print(f"| {r['pair']} | {r['seeds']} | {r['gap_pct']:+.3f} | {r['sd']:.3f} | "
               f"[{r['ci_lo']:+.3f}, {r['ci_hi']:+.3f}] | {r['in_order']}/{r['seeds']} |")

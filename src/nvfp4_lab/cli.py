@@ -14,7 +14,9 @@
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand. A first
 argument that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``: when
 Lightning re-executes this script for its DDP workers, their argv is the overrides and its own
-``hydra.run.dir=...`` (docs/architecture.md, Command line).
+``hydra.run.dir=...`` (docs/architecture.md, Command line). The command draws its figures
+with matplotlib's headless backend unless ``MPLBACKEND`` names another; the library chooses
+none, so a notebook shows the same figures inline.
 """
 from __future__ import annotations
 
@@ -370,6 +372,9 @@ def usage() -> str:
             + "\n\n  nvfp4-lab run +ablation=quickstart        the README's first command")
 
 
+HEADLESS = "Agg"    # the command line only writes figures to files
+
+
 def _quiet_foreign_notices() -> None:
     """Silence a notice meant for Lightning's developers, not our users: Lightning's pytree
     helper builds torch's ``LeafSpec``, which torch deprecated (a FutureWarning on every
@@ -382,6 +387,7 @@ def _quiet_foreign_notices() -> None:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     _quiet_foreign_notices()
+    os.environ.setdefault("MPLBACKEND", HEADLESS)   # a user's own choice stands
     if argv and argv[0] in ("-h", "--help", "help"):
         print(usage())
         return 0

@@ -18,6 +18,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -588,10 +589,9 @@ def test_smoke_ablation_runs_both_recipes(work, background):
 def test_a_sweep_ends_with_its_report_and_the_notebook_runs_on_it(work, background,
                                                                   monkeypatch):
     """The sweep callback wrote report.md, the tables and the figures; the notebook of
-    notebooks/ executes on the same sweep (nbclient), so it cannot rot."""
-    import nbformat
-    from nbclient import NotebookClient
-
+    notebooks/ executes on the same sweep (nbclient), so it cannot rot: the sweep laid out as
+    the quickstart's in a checkout, the kernel started in its root and in its notebooks/, it
+    finds the sweep by itself and shows both figures inline (image/png, not a repr)."""
     result = finished(background, "smoke")
     sweep = work.root / "smoke"
     assert f"report: {sweep / 'report.md'}" in result.text, result
@@ -608,13 +608,32 @@ def test_a_sweep_ends_with_its_report_and_the_notebook_runs_on_it(work, backgrou
         assert (sweep / "figures" / f"{name}.png").read_bytes()[:4] == b"\x89PNG"
         assert f"figures/{name}.png" in text
 
-    monkeypatch.setenv("NVFP4_LAB_SWEEP", str(sweep))
+    checkout = work.root / "checkout"
+    copy = checkout / "outputs" / "sweeps" / "quickstart" / "2026-01-01_00-00-00"
+    shutil.copytree(sweep, copy, ignore=shutil.ignore_patterns("*.ckpt"))
+    (checkout / "notebooks").mkdir()
+    monkeypatch.delenv("NVFP4_LAB_SWEEP", raising=False)
+    monkeypatch.delenv("MPLBACKEND", raising=False)       # the kernel's own: inline
+    for cwd in (checkout, checkout / "notebooks"):
+        nb = executed_notebook(cwd)
+        for call in ("figures.loss_figure(", "figures.gap_figure("):
+            (cell,) = [c for c in nb.cells if call in c.source]
+            shown = [o for o in cell.outputs if "image/png" in o.get("data", {})]
+            assert len(shown) == 1, (cwd, call, cell.outputs)
+        printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
+                          for o in c.get("outputs", []))
+        assert f"{copy}: 4 runs, recipes by quant: ['bf16', 'nvfp4']; skipped: 0" in printed
+
+
+def executed_notebook(cwd: Path):
+    """notebooks/analysis.ipynb executed by a kernel started in ``cwd``."""
+    import nbformat
+    from nbclient import NotebookClient
+
     nb = nbformat.read(REPO / "notebooks" / "analysis.ipynb", as_version=4)
     NotebookClient(nb, timeout=240, kernel_name="python3",
-                   resources={"metadata": {"path": str(work.root)}}).execute()
-    printed = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code"
-                      for o in c.get("outputs", []))
-    assert f"{sweep}: 4 runs, recipes by quant: ['bf16', 'nvfp4']; skipped: 0" in printed
+                   resources={"metadata": {"path": str(cwd)}}).execute()
+    return nb
 
 
 # --------------------------------------------------------------------------- config errors

@@ -10,6 +10,7 @@
     scaling       the gap's law in tokens per parameter and size, fitted and extrapolated
     paper         the paper's reported numbers, stored in nvfp4_lab/paper/
     figures       matplotlib figures (PNG and PDF)
+    paper_figures the paper's numbers beside ours: bars, and the index's forest of claims
     report        report.md + tables + figures for a sweep (also written by the sweep callback)
 
 Reads files only, never models: nothing here imports torch.

@@ -4,7 +4,7 @@ count in a headline.
 
 A sweep's claims come from its paper entry (``paper.load_paper``: the paper's claims, its size
 claims, the lab's own). Each is tested on the paired gaps of ``metric`` between its two labels
-(``stats.paired_gaps``) with the arithmetic of ``verdicts``. Testing them *together* is what
+(``claim_gaps``) with the arithmetic of ``verdicts``. Testing them *together* is what
 makes three things possible: a pooled variance per comparison class (FP4 against FP4, or
 against BF16, within one table), Holm and Benjamini-Hochberg over every tested claim, and
 counting each computation once: a claim whose per-seed losses equal, bit for bit, those of a
@@ -142,6 +142,16 @@ class ClaimResult:
         return self.verdict in v.RESOLVED and self.p_bh < v.ALPHA
 
 
+def claim_gaps(runs: pd.DataFrame, claim: Claim, metric: str) -> pd.DataFrame:
+    """Per paired seed, the claim's gap (a - b) / a x 100 of ``metric``, a its left label and
+    b its right (negative: b has the higher loss, as ``a < b`` says; the opposite sign of a
+    gap to a baseline): seed, baseline_value (a's), value (b's), gap."""
+    pairs = paired_gaps(runs, claim.better, metric)
+    mine = pairs[pairs["label"] == claim.worse]
+    a, b = mine["baseline_value"], mine["value"]
+    return mine[["seed", "baseline_value", "value"]].assign(gap=(a - b) / a * 100.0)
+
+
 def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
     """A claim before pooling: its gaps, or the verdict that needs none."""
     labels = set(sweep.runs["label"])
@@ -155,10 +165,9 @@ def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
         word = ("not resolved" if len(div) == 2 else "reproduced"
                 if claim.worse in div and not claim.same else "contradicted")
         return replace(base, verdict=word, note=f"diverged: {', '.join(sorted(div))}")
-    gaps = paired_gaps(sweep.runs, claim.better, metric)
-    mine = gaps[gaps["label"] == claim.worse]
+    mine = claim_gaps(sweep.runs, claim, metric)
     key = tuple(zip(mine["seed"], mine["baseline_value"], mine["value"]))
-    values = tuple(mine["gap_pct"])
+    values = tuple(mine["gap"])
     if v.degenerate(np.array(values)):
         return replace(base, verdict="not testable", gaps=values, key=key,
                        note="the two arms are bit-identical at this scale")

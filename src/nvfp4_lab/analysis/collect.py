@@ -9,8 +9,10 @@ mix of run dirs, sweep dirs and globs into three tables:
     runs     one row per run: run, label, seed, status, recipe, the swept axes, final and
              best losses, tail_train_loss (the paper's metric: train loss averaged over the
              logged steps of the run's last TAIL of steps), tokens, decay_start (tokens where
-             the WSD decay begins), device (the machine, as the run recorded it), params
-             (a transformer's non-embedding parameters, from its config's shape)
+             the WSD decay begins), device (the machine, as the run recorded it),
+             machine_class (``train/machine.py``), data.tokenizer and data.vocab_size (what
+             the loss is per: ``comparable``), params (a transformer's non-embedding
+             parameters, from its config's shape)
     curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
              val_loss, val_bpb, lr
     layers   per-layer quantization error by depth when the runs logged statistics
@@ -238,6 +240,7 @@ def collect(paths: list[str | Path]) -> Collection:
                      "decay_start": _decay_start(summary, config),
                      "tail_train_loss": tail_train_loss(metrics, summary.get("max_steps")),
                      "device": summary.get("device"), "params": _params(config),
+                     "machine_class": summary.get("machine_class"),
                      **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
                                                     "final_val_bpb", "final_train_loss",
                                                     "tokens", "steps", "wall_seconds",
@@ -272,7 +275,8 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
             "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
             "steps", "decay_start", "device", "params", "wall_seconds", "tokens_per_second",
-            "backend", "model", "data.tokenizer", "name", "path"]
+            "backend", "model", "machine_class", "data.tokenizer", "data.vocab_size", "name",
+            "path"]
     runs = _launch_order(runs.reindex(columns=list(dict.fromkeys(keep))))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")
@@ -281,10 +285,3 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     layers = pd.concat(layers, ignore_index=True).merge(meta, on="run") if layers \
         else pd.DataFrame()
     return Collection(runs, curves, layers, skipped, axes, root)
-
-
-def loss_unit(runs: pd.DataFrame) -> str:
-    """What the runs' losses are per: ``nats/byte`` when every run's tokens are bytes, else
-    ``nats/token`` (cross entropy per token of the run's tokenizer)."""
-    tokenizers = set(runs.get("data.tokenizer", pd.Series(dtype=object)).dropna())
-    return "nats/byte" if tokenizers == {"bytes"} else "nats/token"

@@ -36,11 +36,11 @@ class PaperRun:
 
     def rel_gap(self, recipe: str, against: str) -> float | None:
         """(L_recipe - L_against) / L_against as the paper reports it; None where it does not.
-        From each arm's r = -gap_pct / 100 to BF16: (1 + r_recipe) / (1 + r_against) - 1."""
+        From each arm's r = gap / 100 to BF16: (1 + r_recipe) / (1 + r_against) - 1."""
         if self.paper is None:
             return None
         values = load_paper(self.paper).values
-        r = {"bf16": 0.0} | {ours: -values[label] / 100 for ours, label in self.arms.items()}
+        r = {"bf16": 0.0} | {ours: values[label] / 100 for ours, label in self.arms.items()}
         if recipe not in r or against not in r:
             return None
         return (1 + r[recipe]) / (1 + r[against]) - 1

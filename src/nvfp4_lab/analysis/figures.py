@@ -4,31 +4,32 @@ Every figure has tokens on the x-axis (what the paper plots), units on both axes
 phase shaded where the runs used WSD (the gaps widen there in every figure of the paper), one
 colour per recipe that stays the same across the figures of a report (``palette``), and a
 legend titled with the config key the recipes differ in. Each function draws into a new
-figure and returns it; ``save`` writes PNG and PDF.
+figure and returns it; ``save`` writes PNG and PDF. The backend is the caller's: the command
+line picks a headless one (``cli.main``), a notebook shows the figures inline.
 
     loss_figure              train and val loss vs tokens, mean over seeds and min-max band
-    gap_figure               relative loss difference vs a baseline over tokens, the paper's
-                             convention (ref - exp)/ref x 100%, negative = worse (Fig. 4, 6a...)
+    gap_figure               relative loss gap to a baseline over tokens, (recipe - baseline) /
+                             baseline x 100%, positive = worse (the paper's Fig. 4, 6a...
+                             with its sign turned)
     efficiency_figure        final loss vs training tokens per recipe, the reference's loss as
                              a line, the multiplier each recipe needs to reach it (Fig. 6b)
     layer_error_figure       per-layer relative error of the quantized Wgrad by depth (E06)
-    paper_figure             the paper's numbers beside ours, both scales in the title
-    forest_figure            every claim's gap with its interval, the paper's gap beside it,
-                             coloured by verdict (the results index's headline figure)
+
+The paper's numbers beside ours (``paper_vs_ours``, the forest) are ``paper_figures``.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from .collect import loss_unit  # noqa: E402
-from .gaps import gap_curves  # noqa: E402
+from .comparable import loss_unit
+from .gaps import gap_curves
+from .stats import GAP_CONVENTION
 
 # the paper's formats keep their colour in every report; other labels take the next free one
 _FIXED = {"bf16": "black", "fp8": "tab:blue", "mxfp4": "tab:orange", "nvfp4": "tab:green",
@@ -66,6 +67,15 @@ def tokens_formatter(ax) -> None:
     ax.set_xlabel("training tokens")
 
 
+LOSS_NAMES = {"train_loss": "train loss", "val_loss": "validation loss"}
+TITLE_CHARS = 64      # a title's line on a 6.4-inch figure at 10 pt
+
+
+def wrapped(title: str, width: int = TITLE_CHARS) -> str:
+    """``title`` broken into lines that fit the figure (a long one is cut at both edges)."""
+    return textwrap.fill(title, width)
+
+
 def shade_decay(ax, runs: pd.DataFrame) -> None:
     """Shade the LR-decay phase (WSD) of the runs, when they share one."""
     starts = runs["decay_start"].dropna().unique()
@@ -74,12 +84,14 @@ def shade_decay(ax, runs: pd.DataFrame) -> None:
                    label="LR decay")
 
 
-SMOOTH_SHARE = 0.05   # the smoothed train curve's window: this share of its points (>= 3)
+SMOOTH_SHARE = 0.05   # a smoothed train curve's window: at most this share of its points
 
 
 def smooth_window(n: int) -> int:
-    """The odd number of points a smoothed curve of ``n`` points averages over."""
-    return max(3, round(n * SMOOTH_SHARE)) // 2 * 2 + 1
+    """The odd number of points a smoothed curve of ``n`` points averages over: the largest
+    within SMOOTH_SHARE of them, so 1 (the points as they are) below 3 / SMOOTH_SHARE."""
+    k = int(n * SMOOTH_SHARE)
+    return k if k % 2 else max(k - 1, 1)
 
 
 def smoothed(values: pd.Series) -> pd.Series:
@@ -90,21 +102,34 @@ def smoothed(values: pd.Series) -> pd.Series:
 
 
 def _band(ax, df: pd.DataFrame, value: str, colour: str, label: str,
-          smooth: bool = False) -> None:
+          smooth: bool = False) -> int | None:
     """Mean over seeds as a line, min-max over seeds as a band. df: tokens, seed, value.
-    ``smooth``: the mean drawn faint and its centred mean on top (a training loss is one
-    batch per point: its noise would hide the recipes' differences)."""
+    ``smooth``: where the curve has points enough, the mean drawn faint and its centred mean
+    on top (a training loss is one batch per point: its noise would hide the recipes'
+    differences). Returns the window drawn (1: the points as they are; None: no points)."""
     g = df.dropna(subset=[value]).groupby("tokens")[value]
     stats = pd.DataFrame({"mean": g.mean(), "lo": g.min(), "hi": g.max(), "n": g.size()})
     if stats.empty:
-        return
-    line = smoothed(stats["mean"]) if smooth else stats["mean"]
-    if smooth:
+        return None
+    window = smooth_window(len(stats)) if smooth else 1
+    if window > 1:
         ax.plot(stats.index, stats["mean"], color=colour, lw=0.6, alpha=0.3)
-    ax.plot(stats.index, line, color=colour, lw=1.4, label=label,
-            marker="o" if len(stats) < 8 else None, ms=3)
+    ax.plot(stats.index, smoothed(stats["mean"]) if window > 1 else stats["mean"],
+            color=colour, lw=1.4, label=label, marker="o" if len(stats) < 8 else None, ms=3)
     if (stats["n"] > 1).any():
         ax.fill_between(stats.index, stats["lo"], stats["hi"], color=colour, alpha=0.2, lw=0)
+    return window
+
+
+def smoothing_text(windows: set[int]) -> str:
+    """The train panel's title for the windows its curves were drawn with."""
+    short = f"fewer than {round(3 / SMOOTH_SHARE)} points"
+    sizes = sorted(windows - {1})
+    if not sizes:
+        return f"train loss as logged (curves of {short}: not smoothed)"
+    span = f"{sizes[0]}" if len(sizes) == 1 else f"{sizes[0]}-{sizes[-1]}"
+    return (f"train loss, centred mean of {span} points (at most {SMOOTH_SHARE:.0%} of a "
+            "curve's; raw faint)" + (f"; curves of {short} as logged" if 1 in windows else ""))
 
 
 def _legend(ax, axes: list[str], n_seeds: int) -> None:
@@ -116,18 +141,17 @@ def _legend(ax, axes: list[str], n_seeds: int) -> None:
 def loss_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
                 colours: dict[str, str]):
     """Train (left) and validation (right) loss vs tokens, one line per recipe."""
+    unit = loss_unit(runs)
     fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), sharex=True)
-    for ax, metric, name in ((left, "train_loss", "train loss"),
-                             (right, "val_loss", "validation loss")):
+    windows = {}        # metric -> the windows its curves were drawn with
+    for ax, metric in ((left, "train_loss"), (right, "val_loss")):
         shade_decay(ax, runs)
-        for label in colours:
-            _band(ax, curves[curves["label"] == label], metric, colours[label], label,
-                  smooth=metric == "train_loss")
-        ax.set_ylabel(f"{name} ({loss_unit(runs)})")
+        windows[metric] = {_band(ax, curves[curves["label"] == label], metric, colours[label],
+                                 label, smooth=ax is left) for label in colours} - {None}
+        ax.set_ylabel(f"{LOSS_NAMES[metric]} ({unit})")
         tokens_formatter(ax)
         _clip_warmup(ax, curves, metric)
-    left.set_title(f"train loss, centred mean of {SMOOTH_SHARE:.0%} of the points (raw faint)",
-                   fontsize=9)
+    left.set_title(smoothing_text(windows["train_loss"]), fontsize=9)
     right.set_title("validation loss (held-out text)", fontsize=9)
     fig.suptitle("Loss vs training tokens (y-axis from 20% of training on: the first descent "
                  "is cut off)", fontsize=10)
@@ -150,7 +174,7 @@ def _clip_warmup(ax, curves: pd.DataFrame, metric: str) -> None:
 
 def gap_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
                colours: dict[str, str], baseline: str, metric: str):
-    """Relative loss difference vs ``baseline`` over tokens (paper convention)."""
+    """The relative gap of ``metric`` to ``baseline`` over tokens, positive = worse."""
     gaps = gap_curves(curves, baseline, metric)
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
     shade_decay(ax, runs)
@@ -164,14 +188,15 @@ def gap_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
         if g["lo"].notna().any():
             ax.fill_between(g["tokens"], g["lo"], g["hi"], color=colours[label], alpha=0.2,
                             lw=0)
-    name = metric.replace("_", " ").replace("val", "validation")
-    ax.set_ylabel(f"{name} difference vs {baseline} (%)\n(ref - exp) / ref, negative = worse")
+    name = LOSS_NAMES[metric]
+    ax.set_ylabel(f"{name} gap to {baseline}, %\n(recipe - {baseline}) / {baseline}, "
+                  f"{GAP_CONVENTION}")
     tokens_formatter(ax)
     n = runs["seed"].nunique()
     ax.legend(title=axis_title(axes) + (f" (paired over {n} seeds, 95% CI)" if n > 1 else ""),
               frameon=False, loc="best")
-    ax.set_title(f"Loss gap to {baseline} over training (below 0: worse than {baseline})",
-                 fontsize=10)
+    ax.set_title(wrapped(f"{name.capitalize()} gap to {baseline} over training (above 0: worse "
+                         f"than {baseline})"), fontsize=10)
     fig.tight_layout()
     return fig, gaps
 
@@ -179,7 +204,10 @@ def gap_figure(runs: pd.DataFrame, curves: pd.DataFrame, axes: list[str],
 def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
                       metric: str = "final_val_loss"):
     """Final loss vs training tokens per recipe (a preset run at several token budgets); the
-    reference's loss as a dashed line. Colours are per recipe, not per budget."""
+    reference's loss as a dashed line. Colours are per recipe, not per budget. Runs whose
+    losses are in different units are refused (``comparable.loss_unit``): one curve never
+    joins them."""
+    unit = loss_unit(runs)
     done = runs[runs["status"] == "done"]
     colours = palette(list(dict.fromkeys(done["recipe"])))
     fig, ax = plt.subplots(figsize=(6.4, 3.8))
@@ -193,11 +221,11 @@ def efficiency_figure(runs: pd.DataFrame, reference: str, table: pd.DataFrame,
         note = _multiplier_text(row.iloc[0]) if len(row) else ""
         ax.plot(mean.index, mean.values, color=colours[recipe], lw=1.4, marker="o", ms=4,
                 label=f"{recipe}{note}")
-    ax.set_ylabel(f"final validation loss ({loss_unit(runs)})")
+    ax.set_ylabel(f"final validation loss ({unit})")
     tokens_formatter(ax)
     ax.legend(title="recipe (line: mean, dots: seeds)", frameon=False, loc="best")
-    ax.set_title(f"Final loss vs training tokens: what each recipe needs to reach {reference}",
-                 fontsize=10)
+    ax.set_title(wrapped(f"Final loss vs training tokens: what each recipe needs to reach "
+                         f"{reference}"), fontsize=10)
     fig.tight_layout()
     return fig
 
@@ -281,104 +309,6 @@ def noise_figure(table: pd.DataFrame, colours: dict[str, str], axes: list[str],
     ax.legend(title=axis_title(axes) + " (solid: median layer, dotted: lowest)",
               frameon=False, loc="best", fontsize=8)
     ax.set_title("Weight-gradient signal to quantization noise over training", fontsize=10)
-    fig.tight_layout()
-    return fig
-
-
-def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title: str,
-                 baseline: str, unit: str = "nats/token"):
-    """Bars of the paper's values (left) beside ours (right, 95% CI over seeds when there are
-    several), each bar labelled with its number.
-
-    paper: a PaperResult; ours: label, value, lo, hi in the paper's metric units, gaps
-    against ``baseline``; unit: what our losses are per (``collect.loss_unit``), where the
-    paper's metric is a loss.
-    """
-    labels = [lb for lb in colours if lb in paper.values or lb in set(ours["label"])]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8))
-    x = np.arange(len(labels))
-    o = ours.set_index("label").reindex(labels)
-    err = np.vstack([o["value"] - o["lo"], o["hi"] - o["value"]])
-    bars = {left: [paper.values.get(lb, np.nan) for lb in labels], right: list(o["value"])}
-    for ax, values in bars.items():
-        has_err = ax is right and np.isfinite(err).any()
-        ax.bar(x, values, color=[colours[lb] for lb in labels], alpha=0.8,
-               yerr=np.where(np.isfinite(err), err, 0) if has_err else None, capsize=3)
-        for i, v in enumerate(values):
-            if np.isfinite(v):
-                ax.annotate(f"{v:+.2f}" if paper.metric.endswith("gap_pct") else f"{v:.3f}",
-                            (i, v), ha="center", va="top" if v < 0 else "bottom", fontsize=7,
-                            xytext=(0, -2 if v < 0 else 2), textcoords="offset points")
-        ax.set_xticks(x, labels, rotation=20, ha="right")
-        ax.set_xlim(-0.6, len(labels) - 0.4)   # every slot, where the end bars are missing too
-        ax.axhline(0, color="black", lw=0.8)
-        ax.grid(axis="x", visible=False)
-        lo, hi = ax.get_ylim()
-        ax.set_ylim(lo - 0.08 * (hi - lo), hi + 0.08 * (hi - lo))  # room for the numbers
-    for i, lb in enumerate(labels):
-        if lb in paper.outcomes and lb not in paper.values:
-            left.annotate(paper.outcomes[lb], (i, 0), rotation=90, ha="center", va="bottom",
-                          fontsize=7)
-    gap = paper.metric.endswith("gap_pct")
-    left.set_ylabel(_METRIC_UNITS[paper.metric]
-                    + (f" vs {paper.baseline or 'the paper reference'}" if gap else ""))
-    right.set_ylabel(f"validation loss gap (%) vs {baseline}" if gap else
-                     f"final validation loss ({unit})")
-    left.set_title(f"paper, {paper.figure}: {paper.scale}", fontsize=9)
-    right.set_title(ours_title, fontsize=9)
-    if gap:
-        fig.suptitle("gap = (reference - recipe) / reference x 100: below 0 = higher loss "
-                     "than the reference", fontsize=9)
-    _same_scale_if_gap(left, right, paper.metric)
-    fig.tight_layout()
-    return fig
-
-
-_METRIC_UNITS = {
-    "train_loss_gap_pct": "train loss difference (%)",
-    "val_loss_gap_pct": "validation loss difference (%)",
-    "val_loss": "validation loss (nats/token)",
-    "train_loss": "train loss (nats/token)",
-    "token_multiplier": "token multiplier (x)",
-}
-
-
-def _same_scale_if_gap(left, right, metric: str) -> None:
-    """Relative gaps share units across scales, so they share a y-range; losses do not
-    (different data and tokenizers), so each keeps its own."""
-    if metric.endswith("gap_pct"):
-        lo = min(left.get_ylim()[0], right.get_ylim()[0])
-        hi = max(left.get_ylim()[1], right.get_ylim()[1])
-        left.set_ylim(lo, hi)
-        right.set_ylim(lo, hi)
-
-
-VERDICT_COLOURS = {"reproduced": "tab:green", "equivalent": "tab:cyan",
-                   "rules out the paper's size": "tab:purple", "not resolved": "tab:gray",
-                   "contradicted": "tab:red"}
-
-
-def forest_figure(table: pd.DataFrame):
-    """One row per claim, top to bottom: the gap (dot) and its interval (bar) in the verdict's
-    colour, the paper's gap as a hollow diamond. table: label, mean, lo, hi, paper_gap,
-    verdict (a claim without an interval has NaN lo and hi)."""
-    fig, ax = plt.subplots(figsize=(9.5, 1.0 + 0.22 * max(len(table), 1)))
-    y = np.arange(len(table))[::-1]
-    for yi, r in zip(y, table.itertuples()):
-        colour = VERDICT_COLOURS.get(r.verdict, "black")
-        ax.plot([r.lo, r.hi], [yi, yi], color=colour, lw=2, solid_capstyle="butt")
-        ax.plot([r.mean], [yi], "o", color=colour, ms=4)
-        if np.isfinite(r.paper_gap):
-            ax.plot([r.paper_gap], [yi], "D", mfc="none", mec="black", ms=5)
-    ax.axvline(0, color="black", lw=0.8)
-    ax.set_yticks(y, table["label"], fontsize=7)
-    ax.set_xlabel("gap (a - b) / a x 100 (%) of claim a < b or a ~ b; negative: b has the "
-                  "higher loss")
-    handles = [plt.Line2D([], [], color=c, lw=2, label=w) for w, c in VERDICT_COLOURS.items()]
-    handles.append(plt.Line2D([], [], marker="D", ls="", mfc="none", mec="black",
-                              label="the paper's gap"))
-    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
-    ax.grid(axis="y", alpha=0)
     fig.tight_layout()
     return fig
 

@@ -1,13 +1,14 @@
 """Loss gaps along training and token-efficiency multipliers.
 
-Gap curves. The paper plots the relative difference of an experiment's loss to the
-reference's, (ref - exp) / ref * 100 percent (negative = experiment worse), as training
-proceeds. Runs log at their own steps, and a recipe can change tokens per step, so the curves
-are compared on the token axis: for each seed the experiment's curve is linearly
-interpolated onto the tokens at which the same-seed reference logged the metric. Outside the
-experiment's own token range nothing is extrapolated (a run that stopped early has no loss
-there); those points are NaN and drop out. The per-seed gaps at a token count are then
-averaged over seeds with the t interval of ``stats.mean_ci``, as in ``stats.paired_gaps``.
+Gap curves. The relative gap of an experiment's loss to the reference's, (exp - ref) / ref *
+100 percent (positive = experiment worse, as ``stats.paired_gaps``; the paper plots the same
+quantity with the opposite sign), as training proceeds. Runs log at their own steps, and a
+recipe can change tokens per step, so the curves are compared on the token axis: for each seed
+the experiment's curve is linearly interpolated onto the tokens at which the same-seed
+reference logged the metric. Outside the experiment's own token range nothing is extrapolated
+(a run that stopped early has no loss there); those points are NaN and drop out. The per-seed
+gaps at a token count are then averaged over seeds with the t interval of ``stats.mean_ci``, as
+in ``stats.paired_gaps``.
 
 Token multipliers. "MXFP4 needs 1.36x the tokens to match NVFP4" is read off runs of one
 recipe at several token budgets T_1 < T_2 < ...: with the reference's loss L* as target, the
@@ -73,11 +74,11 @@ def gap_curves(curves: pd.DataFrame, baseline: str, metric: str = "val_loss",
     """Relative gap to ``baseline`` along tokens, paired by seed and averaged over seeds.
 
     For every other label and every seed it shares with the baseline, the label's curve is
-    interpolated onto the baseline's tokens (same seed, where the baseline has ``metric``)
-    and gap_pct = (ref - exp) / ref * 100. Rows of several runs of one (label, seed) are
-    pooled into one curve (values at equal tokens averaged). Output: label, tokens, n (seeds
-    with a gap there), mean, lo, hi (t interval; NaN for n < 2), labels in order of first
-    appearance, tokens ascending. Step grids may differ between runs.
+    interpolated onto the baseline's tokens (same seed, where the baseline has ``metric``) and
+    gap_pct = (exp - ref) / ref * 100 (positive = worse). Rows of several runs of one (label,
+    seed) are pooled into one curve (values at equal tokens averaged). Output: label, tokens, n
+    (seeds with a gap there), mean, lo, hi (t interval; NaN for n < 2), labels in order of
+    first appearance, tokens ascending. Step grids may differ between runs.
     """
     labels = _labels_or_raise(curves, baseline, "baseline")
     by_key = dict(list(curves.groupby(["label", "seed"], sort=False)))
@@ -89,7 +90,7 @@ def gap_curves(curves: pd.DataFrame, baseline: str, metric: str = "val_loss",
         ref_t, ref_v = _clean_sorted(ref_rows["tokens"], ref_rows[metric])
         exp_v = on_grid(rows["tokens"], rows[metric], ref_t)
         per_seed.append(pd.DataFrame({"label": label, "tokens": ref_t,
-                                      "gap": (ref_v - exp_v) / ref_v * 100.0}))
+                                      "gap": (exp_v - ref_v) / ref_v * 100.0}))
     columns = ["label", "tokens", "n", "mean", "lo", "hi"]
     if not per_seed:
         return pd.DataFrame(columns=columns)

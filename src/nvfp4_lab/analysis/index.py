@@ -17,21 +17,18 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import figures, scaling_report
+from . import figures, paper_figures, scaling_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
-from .paper import load_paper
+from .paper import GAP_METRICS, load_paper
 from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
-from .sections import markdown, models_text, scale_text
+from .sections import markdown, models_text, scale_text, signed
+from .stats import GAP_CONVENTION
 
 V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps, one table each
 V1, BEYOND = Table("v1"), Table("beyond")
-
-
-def _num(x: float | None, digits: int = 2) -> str:
-    return "" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}"
 
 
 def _paper_numbers(r: ClaimResult, paper) -> str:
@@ -39,13 +36,19 @@ def _paper_numbers(r: ClaimResult, paper) -> str:
     parts = []
     for label in (r.claim.better, r.claim.worse):
         if label in paper.values:
-            parts.append(f"{label} {paper.values[label]:g}{'%' * paper.metric.endswith('pct')}")
+            parts.append(f"{label} {_paper_value(paper, paper.values[label])}")
         elif label in paper.inferred:
-            parts.append(f"{label} ≈{paper.inferred[label]:g} (inferred across figures)")
+            parts.append(f"{label} ≈{_paper_value(paper, paper.inferred[label])} "
+                         "(inferred across figures)")
         elif label in paper.outcomes:
             parts.append(f"{label}: {paper.outcomes[label].split(' (')[0]}")
     text = "; ".join(parts) or "text only"
-    return text + (f"; gap {_num(r.paper_gap)}" if r.paper_gap is not None else "")
+    return text + (f"; gap {signed(r.paper_gap)}" if r.paper_gap is not None else "")
+
+
+def _paper_value(paper, x: float) -> str:
+    """One of the paper's values as it reads: a gap to its baseline signed, in %."""
+    return f"{x:+g}%" if paper.metric in GAP_METRICS else f"{x:g}"
 
 
 def _ours(r: ClaimResult) -> str:
@@ -53,8 +56,8 @@ def _ours(r: ClaimResult) -> str:
         return r.note or f"{r.n} seeds"
     t = r.test
     own = v.gap_test(np.array(r.gaps))
-    pooled = f"; pooled [{_num(t.lo)}, {_num(t.hi)}]" if t.pooled else ""
-    return f"{_num(t.mean)} [{_num(own.lo)}, {_num(own.hi)}]{pooled}, {r.n} seeds"
+    pooled = f"; pooled [{signed(t.lo)}, {signed(t.hi)}]" if t.pooled else ""
+    return f"{signed(t.mean)} [{signed(own.lo)}, {signed(own.hi)}]{pooled}, {r.n} seeds"
 
 
 def _flags(r: ClaimResult) -> str:
@@ -82,7 +85,9 @@ def _seeds(r: ClaimResult) -> str:
     return f"{v.seeds_text(r.seeds_measured) or '—'} / {v.seeds_text(r.seeds_paper) or '—'}"
 
 
-TABLE_HEAD = ("| sweep | paper | claim | paper's numbers | ours: gap % [95% CI] | verdict | "
+TABLE_HEAD = ("| sweep | paper | claim | paper's numbers (a gap to its baseline: % "
+              f"{GAP_CONVENTION}; gap: the claim gap) | ours: claim gap (a - b) / a, % "
+              "(negative: b has the higher loss) [95% CI] | verdict | "
               "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n"
               "|---|---|---|---|---|---|---|---|")
 
@@ -154,19 +159,31 @@ def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[Cla
             continue
         machines = {by_name[(t, r.sweep)].machine for t, r in where}
         cells = "; ".join(f"{source(t.design, r.sweep)} ({by_name[(t, r.sweep)].machine}): "
-                          f"{_num(r.test.mean)}" for t, r in where)
+                          f"{signed(r.test.mean)}" for t, r in where)
         lines.append(f"| `{claim}` | {cells} | "
                      f"{'different machines' if len(machines) > 1 else 'one machine'} |")
-    return ("| claim | where it was tested (machine): mean gap % | machines |\n|---|---|---|\n"
+    return ("| claim | where it was tested (machine): mean claim gap (a - b) / a, % | machines |"
+            "\n|---|---|---|\n"
             + "\n".join(lines)) if lines else ""
 
 
+FOREST_CAPTION = (
+    "Every claim with an interval, each computation once (a claim repeated through another "
+    "ablation, or replaced by a larger sweep, is not drawn again): the paper's, its size "
+    "claims (marked size) and the lab's own (marked ours), whatever their verdict. Our claim "
+    "gap (a - b) / a x 100 with its 95% interval (pooled where its class passed Bartlett's "
+    "check; negative: b has the higher loss), the paper's gap (diamond) where it gives both "
+    "numbers, coloured by verdict.")
+_KIND_MARK = {"paper": "", "size": " (size)", "ours": " (ours)"}
+
+
 def forest_table(tested: dict[Table, list[ClaimResult]]) -> pd.DataFrame:
-    """The headline figure's data: every counted claim with an interval, by table."""
-    rows = [{"label": f"{source(t.design, r.sweep)}: {r.claim}", "mean": r.test.mean,
-             "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
+    """The headline figure's data: every claim with an interval, of every kind and verdict,
+    each computation once (``FOREST_CAPTION``), by table."""
+    rows = [{"label": f"{source(t.design, r.sweep)}: {r.claim}{_KIND_MARK[r.claim.kind]}",
+             "mean": r.test.mean, "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
              "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
-            for t, rs in tested.items() for r in rs if r.counted and r.test is not None]
+            for t, rs in tested.items() for r in rs if r.once and r.test is not None]
     return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
 
 
@@ -203,17 +220,15 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     replaced = superseding(v2)
     tested = supersede(tested, replaced)
     current = current_answers(tables, tested, V1, list(v2))
-    figures.save(figures.forest_figure(forest_table(tested)), results / "figures", "forest",
-                 pdf=False)
+    figures.save(paper_figures.forest_figure(forest_table(tested)), results / "figures",
+                 "forest", pdf=False)
     data = claims_table(tables, tested)
     data.to_csv(results / "claims.csv", index=False)
     refresh_shipped(results, data)
     sections = [
         "# Results: the paper's findings at lab scale",
         _summary_md(len(ablations), tested, v2, replaced, current),
-        "![forest](figures/forest.png)\n\nEvery counted claim: our gap with its 95% interval "
-        "(pooled where its class passed Bartlett's check), the paper's gap (diamond) where it "
-        "gives both numbers, coloured by verdict.",
+        "![forest](figures/forest.png)\n\n" + FOREST_CAPTION,
         _include(results / "preregistration.md"),
         _findings_md(ablations, tested[V1], pending, paper_dir),
         _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),

@@ -9,9 +9,11 @@ run are omitted; arms that diverged in the paper carry an ``outcomes`` entry ins
 
 How the numbers were read (docs/experiments.md, Reading the numbers): ``source: read`` means the
 number is in the text, a table or a caption; ``plot≈`` means it was read off a figure by eye
-(about ±0.05 points on relative-difference plots, ±0.002 on loss plots). Gap metrics use the
-paper's sign convention, ``(ref - exp) / ref * 100``: negative means higher loss than the
-reference. ``reference`` is the label of our sweep that the report compares the others against.
+(about ±0.05 points on relative-difference plots, ±0.002 on loss plots). Gap metrics are
+stored as the paper prints them, ``(ref - exp) / ref * 100`` (negative: higher loss than the
+reference), and turned around once, here, as they are read: a ``PaperResult``'s gaps are the
+lab's ``(exp - ref) / ref * 100``, positive = worse (``stats.paired_gaps``). ``reference`` is
+the label of our sweep that the report compares the others against.
 ``baseline`` is the label of OUR sweep the numbers are relative to, or null when they are
 absolute or relative to a run we do not have (FP8 at 12B, BF16 where the sweep has no bf16 arm;
 ``notes`` says which). An ``ordering`` of null means the paper reports no difference at the
@@ -76,7 +78,7 @@ class PaperResult:
     axis: str                          # the swept key: quant | arm | quant.rht.size | ...
     finding: str
     ordering: list[str] | None         # our labels, best (lowest loss) first; None: no difference
-    values: dict[str, float]           # our label -> the paper's number in `metric` units
+    values: dict[str, float]           # our label -> the paper's number (a gap: positive = worse)
     source: dict[str, str]             # our label -> "read" | "plot≈"
     claims: list[Claim]                # the findings our runs are checked against
     outcomes: dict[str, str] = field(default_factory=dict)   # label -> "converges" / "diverges.."
@@ -86,13 +88,13 @@ class PaperResult:
     def gap(self, claim: Claim) -> float | None:
         """The paper's gap for ``claim`` in our units, (a - b) / a x 100 of the loss, from its
         values (or inferred ones); None where it gives no number for one of the two. A gap
-        metric g relative to a reference R stands for the loss R (1 - g / 100)."""
+        g (positive = worse) relative to a reference R stands for the loss R (1 + g / 100)."""
         known = {**self.inferred, **self.values}
         if claim.better not in known or claim.worse not in known:
             return None
         a, b = known[claim.better], known[claim.worse]
         if self.metric in GAP_METRICS:
-            a, b = 1 - a / 100, 1 - b / 100
+            a, b = 1 + a / 100, 1 + b / 100
         elif self.metric not in ABSOLUTE_METRICS:
             return None
         return (a - b) / a * 100
@@ -116,7 +118,7 @@ def _parse(path: Path) -> PaperResult:
     raw = yaml.safe_load(path.read_text())
     _check_keys(path, raw)
     metric = raw["metric"]
-    values = _labels(path, "values", raw["values"], float)
+    values = _lab_sign(metric, _labels(path, "values", raw["values"], float))
     source = _labels(path, "source", raw["source"], str)
     outcomes = _labels(path, "outcomes", raw.get("outcomes") or {}, str)
     if set(source) != set(values) or any(s not in SOURCES for s in source.values()):
@@ -124,11 +126,19 @@ def _parse(path: Path) -> PaperResult:
                          f"labels of 'values'")
     claims = [*_claims(path, raw["claims"]), *_claims(path, raw.get("sizes") or [], "size"),
               *_claims(path, raw.get("ours") or [], "ours")]
-    inferred = _labels(path, "inferred", raw.get("inferred") or {}, float)
+    inferred = _lab_sign(metric, _labels(path, "inferred", raw.get("inferred") or {}, float))
     return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
                        _baseline(path, raw["baseline"], metric, values), raw["reference"],
                        raw["axis"], raw["finding"], _ordering(path, raw["ordering"], values),
                        values, source, claims, outcomes, raw.get("notes") or "", inferred)
+
+
+def _lab_sign(metric: str, values: dict[str, float]) -> dict[str, float]:
+    """A gap metric's values turned from the paper's sign (negative = worse) to the lab's
+    (positive = worse); other metrics as they are."""
+    if metric not in GAP_METRICS:
+        return values
+    return {label: 0.0 - value for label, value in values.items()}    # 0.0 - 0.0 is +0.0
 
 
 def _check_keys(path: Path, raw: object) -> None:

@@ -8,7 +8,7 @@ paper compares against, else BF16, else the first recipe), and writes
     tables/runs.csv                one row per run (collect's ``runs``, less the local
                                    ``path``: ``run`` names it under the report's folder)
     tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
-    tables/loss_gap.csv            the gap curves behind loss_gap.png
+    tables/loss_gap.csv            the gap curves behind loss_gap.png, with the loss they are of
     tables/token_efficiency.csv    when recipes ran at several token budgets
     tables/layer_type_error.csv    when runs logged statistics: error per layer type
     tables/noise_ratio.csv         ... and gradient noise ratios: the noise_ratio figure's data
@@ -28,11 +28,13 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import figures, scaling_report, steps_vs_size, steps_vs_size_report
-from .collect import Collection, collect, loss_unit
+from . import figures, paper_figures, scaling_report, steps_vs_size, steps_vs_size_report
+from .claims import claim_gaps
+from .collect import Collection, collect
+from .comparable import caution_md, loss_unit
 from .context import context_md, shipped
 from .gaps import curve_efficiency_table, efficiency_table
-from .paper import PaperResult, load_paper
+from .paper import GAP_METRICS, PaperResult, load_paper
 from .sections import (
     curve_efficiency_md,
     efficiency_md,
@@ -49,7 +51,7 @@ from .sections import (
     scale_text,
     undated,
 )
-from .stats import paired_gaps, recipe_table
+from .stats import GAP_CONVENTION, recipe_table
 
 
 def choose_baseline(labels: list[str], requested: str | None,
@@ -67,12 +69,24 @@ def choose_baseline(labels: list[str], requested: str | None,
     return labels[0]
 
 
+MIN_VAL_POINTS = 4     # validation points a run needs for the gap curves to use them
+
+
 def gap_metric(curves: pd.DataFrame) -> str:
-    """val_loss when every run has at least 4 validation points, else train_loss (logged
-    more often; paired seeds see the same batches, so its gap is not batch noise)."""
+    """val_loss when every run has at least MIN_VAL_POINTS validation points, else train_loss
+    (logged more often; paired seeds see the same batches, so its gap is not batch noise)."""
     counts = curves.dropna(subset=["val_loss"]).groupby("run").size()
-    enough = len(counts) == curves["run"].nunique() and (counts >= 4).all()
+    enough = len(counts) == curves["run"].nunique() and (counts >= MIN_VAL_POINTS).all()
     return "val_loss" if enough else "train_loss"
+
+
+def _gap_caption(metric: str) -> str:
+    """The loss-gap figure's caption, naming the loss it shows and why."""
+    why = ("" if metric == "val_loss" else f": some run has fewer than {MIN_VAL_POINTS} "
+           "validation points, so the curves are of the train loss, logged at every step")
+    return (f"The {figures.LOSS_NAMES[metric]} gap to the baseline over tokens, "
+            f"(recipe - baseline) / baseline x 100%, {GAP_CONVENTION}{why} "
+            "(`tables/loss_gap.csv`, column `metric`).")
 
 
 @dataclass
@@ -83,10 +97,13 @@ class _Draft:
     pdf: bool
     sections: list[str] = field(default_factory=list)
     saved: list[str] = field(default_factory=list)
+    captions: dict[str, str] = field(default_factory=dict)    # name -> its own caption
 
-    def figure(self, fig: Figure, name: str) -> None:
+    def figure(self, fig: Figure, name: str, caption: str | None = None) -> None:
         figures.save(fig, self.out / "figures", name, self.pdf)
         self.saved.append(name)
+        if caption:
+            self.captions[name] = caption
 
     def table(self, df: pd.DataFrame, name: str) -> None:
         df.to_csv(self.out / "tables" / f"{name}.csv", index=False)
@@ -103,16 +120,17 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     if coll.runs.empty:
         raise ValueError(f"no finished or running runs under {', '.join(map(str, paths))}"
                          + _skipped_text(coll))
+    unit = loss_unit(coll.runs)      # runs whose losses share no unit: refused, nothing written
     ablation = ablation or _ablation_name(coll)
     paper = load_paper(ablation) if ablation else None
     if steps_vs_size.is_study(coll.runs):
         parts = steps_vs_size_report.section(coll.runs, out,
                                              len(scaling_report.grid(coll.root)) or None)
-        return _write(out, [header(coll, ablation, None, "bf16", out, recipes=False),
+        return _write(out, [header(coll, ablation, None, "bf16", paths, recipes=False),
                             *map(markdown, parts)], coll)
     if scaling_report.is_study(coll.runs):
         parts = scaling_report.section(coll.runs, out, coll.root)
-        return _write(out, [header(coll, ablation, None, "bf16", out, recipes=False),
+        return _write(out, [header(coll, ablation, None, "bf16", paths, recipes=False),
                             *map(markdown, parts)], coll)
     base = choose_baseline(coll.labels, baseline, paper)
     colours = figures.palette(coll.labels)
@@ -121,14 +139,14 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     draft.table(coll.runs.drop(columns="path"), "runs")
     table = recipe_table(coll.runs, "final_val_loss", base)
     draft.table(table, "final_loss")
-    draft.sections += [header(coll, ablation, paper, base, out),
-                       final_loss_md(table, base, loss_unit(coll.runs)) + repeats_md(coll.runs)]
+    draft.sections += [header(coll, ablation, paper, base, paths), caution_md(coll.runs),
+                       final_loss_md(table, base, unit) + repeats_md(coll.runs)]
     _curves(draft, coll, colours, base)
     if not coll.layers.empty:
         _layers(draft, coll.layers, colours, coll.axes)
     if paper is not None:
         _paper(draft, coll, paper, colours, base)
-    draft.sections.append(figures_md(draft.saved, pdf))
+    draft.sections.append(figures_md(draft.saved, pdf, draft.captions))
     return _write(out, draft.sections, coll)
 
 
@@ -138,8 +156,8 @@ def _curves(draft: _Draft, coll: Collection, colours: dict[str, str], base: str)
     metric = gap_metric(coll.curves)
     if len(coll.labels) > 1:
         fig, gaps = figures.gap_figure(coll.runs, coll.curves, coll.axes, colours, base, metric)
-        draft.figure(fig, "loss_gap")
-        draft.table(gaps, "loss_gap")
+        draft.figure(fig, "loss_gap", _gap_caption(metric))
+        draft.table(gaps.assign(metric=metric), "loss_gap")
     eff = _efficiency(coll, base)
     if eff is not None:
         draft.table(eff, "token_efficiency")
@@ -172,7 +190,7 @@ def _paper(draft: _Draft, coll: Collection, paper: PaperResult, colours: dict[st
     """The paper's numbers beside ours, where both are gaps to the same arm, and the
     published intervals this sweep's gaps are read against."""
     want = paper.baseline or paper.reference
-    if paper.metric.endswith("gap_pct") and base != want:
+    if paper.metric in GAP_METRICS and base != want:
         draft.sections.append(f"## Paper vs ours\n\nNot drawn: the paper's gaps are against "
                               f"`{want}` and ours here against `{base}`, which one axis would "
                               f"show as one quantity. Add `{want}` runs (or `--baseline "
@@ -180,8 +198,8 @@ def _paper(draft: _Draft, coll: Collection, paper: PaperResult, colours: dict[st
     else:
         ours = _ours_in_paper_units(coll, paper, base)
         title = f"this run: {scale_text(coll.runs)}"
-        draft.figure(figures.paper_figure(paper, ours, colours, title, base,
-                                          loss_unit(coll.runs)), "paper_vs_ours")
+        draft.figure(paper_figures.paper_figure(paper, ours, colours, title, base,
+                                                loss_unit(coll.runs)), "paper_vs_ours")
         draft.sections.append(paper_md(paper, ours))
     beside = context_md(paper, _claim_gaps(coll, paper), shipped(), models_text(coll.runs))
     if beside:
@@ -191,7 +209,7 @@ def _paper(draft: _Draft, coll: Collection, paper: PaperResult, colours: dict[st
 def _write(out: Path, sections: list[str], coll: Collection) -> Path:
     if len(coll.skipped):
         sections.append("## Skipped runs\n\n" + md_table(coll.skipped))
-    path, text = out / "report.md", "\n\n".join(sections) + "\n"
+    path, text = out / "report.md", "\n\n".join(s for s in sections if s) + "\n"
     if not (path.exists() and undated(path.read_text()) == undated(text)):
         path.write_text(text)     # one that says nothing new keeps its file, and its date
     return path
@@ -213,23 +231,22 @@ def _efficiency(coll: Collection, reference: str) -> pd.DataFrame | None:
 
 
 def _claim_gaps(coll: Collection, paper: PaperResult) -> dict[str, float]:
-    """claim -> this sweep's mean paired gap of its worse label against its better one."""
-    out = {}
-    for claim in paper.claims:
-        if {claim.better, claim.worse} <= set(coll.labels):
-            gaps = paired_gaps(coll.runs, claim.better, "final_val_loss")
-            out[str(claim)] = float(gaps.loc[gaps["label"] == claim.worse, "gap_pct"].mean())
-    return out
+    """claim -> this sweep's mean claim gap (``claims.claim_gaps``)."""
+    return {str(claim): float(claim_gaps(coll.runs, claim, "final_val_loss")["gap"].mean())
+            for claim in paper.claims if {claim.better, claim.worse} <= set(coll.labels)}
 
 
 def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.DataFrame:
     """Our final validation loss per label in the form of the paper's metric (a gap in % to
     ``base``, or the loss itself): label, value, lo, hi, loss (the mean final validation
-    loss), verdict (of the gap to ``base``). Validation loss whatever the paper plotted: the
+    loss), verdict (of the gap to ``base``). A gap's interval is the one its verdict uses (the
+    pooled one where its class pooled). Validation loss whatever the paper plotted: the
     report's table and the results index use it too, and it is the less noisy of the two."""
     t = recipe_table(coll.runs, "final_val_loss", base).rename(columns={"mean": "loss"})
-    if paper.metric.endswith("gap_pct"):
-        t = t.rename(columns={"gap_pct": "value", "gap_lo": "lo", "gap_hi": "hi"})
+    if paper.metric in GAP_METRICS:
+        pooled = t["pooled_lo"].notna()
+        t = t.assign(value=t["gap_pct"], lo=t["pooled_lo"].where(pooled, t["gap_lo"]),
+                     hi=t["pooled_hi"].where(pooled, t["gap_hi"]))
         t.loc[t["label"] == base, "value"] = 0.0
     else:
         t = t.assign(value=t["loss"], lo=t["ci_lo"], hi=t["ci_hi"])

@@ -4,7 +4,7 @@ Each FP4 run is paired with the BF16 run of the same size, tokens and seed:
 
     abs_gap = L_fp4 - L_bf16,        rel_gap = abs_gap / L_bf16
 
-(positive = FP4 worse; the paper's gap_pct in ``analysis/paper.py`` is -100 rel_gap). A cell,
+(positive = FP4 worse; a gap of ``analysis/paper.py`` is 100 rel_gap). A cell,
 one (size, D/N), is summarized by the mean gap over its seeds and its Student-t interval
 (``stats.mean_ci``). The law
 

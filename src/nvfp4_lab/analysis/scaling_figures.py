@@ -10,14 +10,12 @@ prediction stands one step right of the last size.
 from __future__ import annotations
 
 import matplotlib
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
 
-matplotlib.use("Agg")  # files only; never needs a display
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from .holdout import Holdout  # noqa: E402
-from .scaling import FORMS, Fit, cell_table  # noqa: E402
+from .holdout import Holdout
+from .scaling import FORMS, Fit, cell_table
 
 _BESIDE = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
 _STEP = 5 / 72       # inches between the sizes drawn at one D/N

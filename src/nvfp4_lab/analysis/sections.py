@@ -16,7 +16,8 @@ import pandas as pd
 from . import figures
 from . import verdicts as v
 from .collect import Collection
-from .paper import PaperResult, paper_ordering_agrees
+from .paper import GAP_METRICS, PaperResult, paper_ordering_agrees
+from .stats import GAP_CONVENTION
 
 
 def models_text(runs: pd.DataFrame) -> str:
@@ -36,13 +37,16 @@ def scale_text(runs: pd.DataFrame) -> str:
     return f"{models}, {span} tokens, {seeds} seed{'' if seeds == 1 else 's'}"
 
 
-def header(coll: Collection, ablation, paper, base: str, out: Path,
-            recipes: bool = True) -> str:
+def header(coll: Collection, ablation, paper, base: str, sources: list[str | Path],
+           recipes: bool = True) -> str:
+    """The report's title and opening: what it was generated from (the runs and sweeps
+    given, not the folder it is written to), how many runs, which recipes."""
     status = coll.runs["status"].value_counts()
     lines = [f"# {ablation or 'comparison'}" + (f": paper {paper.experiment}, {paper.figure}"
                                                  if paper else ""),
              "",
-             f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from `{out}`: "
+             f"Generated {dt.datetime.now():%Y-%m-%d %H:%M} from "
+             + ", ".join(f"`{s}`" for s in sources) + ": "
              f"{status.get('done', 0)} runs done, {status.get('running', 0)} still running, "
              f"{len(coll.skipped)} skipped (failed, diverged or unreadable).",
              "",
@@ -64,13 +68,18 @@ def fmt(x, digits=4) -> str:
     return "" if x is None or (isinstance(x, float) and not np.isfinite(x)) else f"{x:.{digits}f}"
 
 
+def signed(x: float | None, digits: int = 2) -> str:
+    """A gap with its sign always written (+1.76, -0.31); "" for none."""
+    return "" if x is None or not np.isfinite(x) else f"{x:+.{digits}f}"
+
+
 def final_loss_md(table: pd.DataFrame, base: str, unit: str) -> str:
     rows = []
     for r in table.itertuples():
         ci = f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]" if np.isfinite(r.ci_lo) else ""
-        gap = "" if r.label == base else fmt(r.gap_pct, 2)
-        gci = f"[{fmt(r.gap_lo, 2)}, {fmt(r.gap_hi, 2)}]" if np.isfinite(r.gap_lo) else ""
-        pci = (f"[{fmt(r.pooled_lo, 2)}, {fmt(r.pooled_hi, 2)}]"
+        gap = "" if r.label == base else signed(r.gap_pct)
+        gci = f"[{signed(r.gap_lo)}, {signed(r.gap_hi)}]" if np.isfinite(r.gap_lo) else ""
+        pci = (f"[{signed(r.pooled_lo)}, {signed(r.pooled_hi)}]"
                if np.isfinite(r.pooled_lo) else "")
         seeds = v.seeds_text(None if pd.isna(r.seeds_80) else int(r.seeds_80))
         rows.append(f"| `{r.label}` | {r.n} | {fmt(r.mean)} | {fmt(r.sd)} | {ci} | {gap} | "
@@ -80,14 +89,14 @@ def final_loss_md(table: pd.DataFrame, base: str, unit: str) -> str:
               "gaps: " + ", ".join(f"p = {p:.3f}" for p in checks["bartlett_p"])
               + " (pooled where p >= 0.05, and then the verdict uses the pooled interval).")
     return (f"## Final validation loss ({unit})\n\n"
-            f"Gap = (baseline - recipe) / baseline x 100%, per seed against `{base}` of the "
-            "same seed (paired), then averaged; negative = worse than the baseline. A verdict "
+            f"Gap = (recipe - baseline) / baseline x 100%, per seed against `{base}` of the "
+            f"same seed (paired), then averaged; {GAP_CONVENTION} than the baseline. A verdict "
             "is given only when the 95% interval excludes zero. Pooled: the recipes' gaps "
             "share one spread (against BF16, or between quantized recipes); seeds for 80%: "
             "the paired seeds a two-sided 5% test needs at this gap (analysis/verdicts.py)."
             + pooled + "\n\n"
-            "| recipe | seeds | mean | sd | 95% CI | gap (%) | gap 95% CI | pooled 95% CI | "
-            "verdict | seeds for 80% |\n"
+            f"| recipe | seeds | mean | sd | 95% CI | gap to {base}, % ({GAP_CONVENTION}) | "
+            "gap 95% CI | pooled 95% CI | verdict | seeds for 80% |\n"
             "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
@@ -163,14 +172,26 @@ def paper_md(paper: PaperResult, ours: pd.DataFrame) -> str:
                    + ("" if resolved else " (not every gap is resolved by our intervals, so "
                       "the ordering is partly noise)"))
     paper_order = " < ".join(paper.ordering) if paper.ordering else "no difference"
-    gap = paper.metric.endswith("pct")
+    gap = paper.metric in GAP_METRICS
     values = ", ".join(f"`{k}` {v:+g}%" if gap else f"`{k}` {v:g}"
                        for k, v in paper.values.items())
     outcomes = "".join(f"; `{k}`: {v}" for k, v in paper.outcomes.items())
     return (f"## The paper beside this run\n\nPaper ({paper.experiment}, {paper.figure}; "
-            f"{paper.scale}): {paper.finding}\n\nPaper's values ({paper.metric}): {values}"
+            f"{paper.scale}): {paper.finding}\n\nPaper's values ({_paper_metric(paper)}): "
+            f"{values}"
             f"{outcomes}. Paper's ordering: {paper_order}; {verdict}."
-            + (f"\n\nNote: {paper.notes}" if paper.notes else ""))
+            + (f"\n\nNote{_NOTE_SIGN * gap}: {paper.notes}" if paper.notes else ""))
+
+
+_NOTE_SIGN = " (the paper's numbers in its own sign, negative = worse)"
+
+
+def _paper_metric(paper: PaperResult) -> str:
+    """The paper's metric as its values read here: a gap names its sign."""
+    if paper.metric not in GAP_METRICS:
+        return paper.metric
+    return (f"{paper.metric} to {paper.baseline or 'the paper reference'}, {GAP_CONVENTION}; "
+            "the paper prints the opposite sign")
 
 
 def layer_type_md(table: pd.DataFrame) -> str:
@@ -195,14 +216,16 @@ def noise_md(noise: pd.DataFrame) -> str:
                if below else "no recipe ended with a layer below it."))
 
 
-def figures_md(names: list[str], pdf: bool) -> str:
+def figures_md(names: list[str], pdf: bool, own: dict[str, str] | None = None) -> str:
+    """The figures in order, each with its caption (``own`` where the report wrote one)."""
     captions = {"loss": "Loss vs tokens (mean over seeds, band min-max; shaded: LR decay).",
-                "loss_gap": "Relative loss difference vs the baseline over tokens.",
+                "loss_gap": f"Relative loss gap to the baseline over tokens, {GAP_CONVENTION}.",
                 "token_efficiency": "Final loss vs training tokens per recipe.",
                 "layer_error": "Relative error of the quantized weight gradient by depth.",
                 "noise_ratio": "Weight-gradient signal to quantization noise over training, "
                                "with the √3 threshold of Chmiel et al.",
                 "paper_vs_ours": "The paper's numbers (left) beside ours (right)."}
+    captions |= own or {}
     return "## Figures\n\n" + "\n\n".join(
         f"![{n}](figures/{n}.png)\n\n{captions[n]}"
         + (f" ([PDF](figures/{n}.pdf))" if pdf else "") for n in names)

@@ -8,12 +8,13 @@ for n values with sample standard deviation s (ddof=1) the interval is
 
 scipy gives the quantile (``scipy.stats.t``).
 
-Loss gaps follow the paper's convention: the relative difference of an experiment to a
-reference is
+A recipe's loss gap to a baseline is its relative excess loss,
 
-    gap_pct = (ref - exp) / ref * 100,
+    gap_pct = (L_recipe - L_baseline) / L_baseline * 100,
 
-so a NEGATIVE gap means the experiment is worse (has the higher loss). A seed fixes the
+so a POSITIVE gap means the recipe is worse (has the higher loss): the one convention of every
+gap to a baseline the lab writes (``GAP_CONVENTION``; the paper's own numbers, stored with the
+opposite sign, are turned around once where ``paper`` reads them). A seed fixes the
 initialization and the data order, so two recipes trained on the same seed share much of
 their noise. The gap is therefore taken per seed (paired) and only then averaged, with its
 own t interval: the paired interval is much narrower than the difference of two unpaired
@@ -29,6 +30,8 @@ import pandas as pd
 from scipy import stats
 
 from . import verdicts as v
+
+GAP_CONVENTION = "positive = worse"     # what every gap to a baseline is named by
 
 
 @dataclass(frozen=True)
@@ -84,7 +87,7 @@ def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
 
     One row per (label, seed) for which both the label and the baseline have a "done" run
     with a finite metric: label, seed, value, baseline_value and
-    gap_pct = (baseline_value - value) / baseline_value * 100 (negative = label worse).
+    gap_pct = (value - baseline_value) / baseline_value * 100 (positive = label worse).
     Several runs of one (label, seed), e.g. a repeat, are averaged first, so each seed
     counts once. Labels come in order of first appearance, seeds ascending.
     """
@@ -95,7 +98,7 @@ def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
     ref = ref.rename(columns={"value": "baseline_value"})
     exp = per_seed[per_seed["label"] != baseline]
     out = exp.merge(ref, on="seed", how="inner")
-    out["gap_pct"] = (out["baseline_value"] - out["value"]) / out["baseline_value"] * 100.0
+    out["gap_pct"] = (out["value"] - out["baseline_value"]) / out["baseline_value"] * 100.0
     order = {label: i for i, label in enumerate(_labels(runs))}
     out = out.assign(_order=out["label"].map(order)).sort_values(["_order", "seed"])
     return out[["label", "seed", "value", "baseline_value", "gap_pct"]].reset_index(drop=True)
@@ -107,9 +110,9 @@ def _verdict(n_pairs: int, gap: Interval | v.GapTest) -> str:
         return "no paired seeds"
     if n_pairs == 1:
         return "one seed: no interval"
-    if gap.lo > 0.0:
-        return "better"
     if gap.hi < 0.0:
+        return "better"
+    if gap.lo > 0.0:
         return "worse"
     return "not resolved"
 

@@ -52,4 +52,5 @@ def runs_factory(tmp_path):
     def _make(job: str, **kw) -> Path:
         return make_run(tmp_path / "sweep", job, **kw)
     _make.tokens_per_step = TOKENS_PER_STEP
+    _make.root = tmp_path / "sweep"
     return _make

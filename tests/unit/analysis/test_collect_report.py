@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 
 import pandas as pd
@@ -160,13 +161,15 @@ def test_report_table_is_paired_and_says_what_is_resolved(sweep):
     path = write_report([sweep])
     table = pd.read_csv(sweep / "tables" / "final_loss.csv").set_index("label")
     assert table.loc["nvfp4", "mean"] == pytest.approx(3.04)
-    # paired gaps (3.0 - x) / 3.0 * 100 = -1, -4/3, -5/3: mean -4/3, worse on every seed
-    assert table.loc["nvfp4", "gap_pct"] == pytest.approx(-4 / 3)
+    # paired gaps (x - 3.0) / 3.0 * 100 = 1, 4/3, 5/3: mean +4/3, worse on every seed
+    assert table.loc["nvfp4", "gap_pct"] == pytest.approx(4 / 3)
     assert table.loc["nvfp4", "verdict"] == "worse"
-    assert table.loc["mxfp4", "verdict"] == "not resolved"   # gaps 0, -3.33, +1.67
+    assert table.loc["mxfp4", "verdict"] == "not resolved"   # gaps 0, +3.33, -1.67
     assert table.loc["bf16", "verdict"] == "baseline"
     text = path.read_text()
     assert "| `nvfp4` | 3 | 3.0400 |" in text and "worse" in text and "not resolved" in text
+    assert "| gap to bf16, % (positive = worse) |" in text    # the header names the sign
+    assert "| +1.33 | [" in text                               # and the cell carries it
     for fig in ("loss", "loss_gap"):
         assert (sweep / "figures" / f"{fig}.png").read_bytes()[:8] == PNG
         assert (sweep / "figures" / f"{fig}.pdf").read_bytes()[:5] == b"%PDF-"
@@ -181,7 +184,8 @@ def test_gap_curves_table_follows_the_baseline_grid(sweep):
     # every run has >= 4 validation points, so the gap is in val_loss; at the last point it
     # is the final gap
     assert nv["n"].max() == 3
-    assert nv["mean"].iloc[-1] == pytest.approx(-4 / 3)
+    assert nv["mean"].iloc[-1] == pytest.approx(4 / 3)       # positive = worse
+    assert set(gaps["metric"]) == {"val_loss"}
     mx = gaps[gaps["label"] == "mxfp4"]
     assert set(mx["tokens"]) <= {10_000, 20_000, 30_000, 40_000}   # the baseline's grid
 
@@ -362,6 +366,18 @@ def test_plot_and_compare_subcommands(sweep, tmp_path, capsys):
     assert list(table["label"]) == ["bf16", "nvfp4"]
 
 
+def test_the_command_line_draws_headless_unless_mplbackend_says_otherwise(sweep, monkeypatch):
+    """The figures choose no backend (a notebook shows them inline); the command picks the
+    headless one before drawing, and a user's MPLBACKEND stands."""
+    monkeypatch.setenv("MPLBACKEND", "restored after the test")
+    monkeypatch.delenv("MPLBACKEND")
+    assert main(["plot", str(sweep)]) == 0
+    assert os.environ["MPLBACKEND"] == "Agg"
+    monkeypatch.setenv("MPLBACKEND", "pdf")
+    assert main(["plot", str(sweep)]) == 0
+    assert os.environ["MPLBACKEND"] == "pdf"
+
+
 def test_cli_errors_name_the_problem(sweep, tmp_path, capsys):
     assert main(["plot", str(sweep), "--baseline", "fp16"]) == 2
     err = capsys.readouterr().err
@@ -415,37 +431,6 @@ def test_compare_names_a_repeated_seed_and_counts_it_once(runs_factory, tmp_path
     assert row.split("|")[2].strip() == "1"        # seeds column: one sample
 
 
-def test_loss_figure_draws_the_smoothed_train_mean_over_the_raw_one(sweep):
-    """Left panel: per recipe, the raw mean over seeds (faint) and its centred mean, recomputed
-    here by hand over the window's points; each smoothed point lies within the range of the
-    raw points it averages (an EMA of a falling loss does not); both panels titled."""
-    from nvfp4_lab.analysis.collect import collect
-    from nvfp4_lab.analysis.figures import loss_figure, palette
-
-    coll = collect([sweep])
-    colours = palette(coll.labels)
-    fig = loss_figure(coll.runs, coll.curves, coll.axes, colours)
-    left, right = fig.axes[:2]
-    for label in coll.labels:
-        raw = coll.curves[coll.curves["label"] == label].groupby("tokens")["train_loss"].mean()
-        x = raw.to_numpy()
-        half = 1                         # 3 points: fewer than 60 on the fixture's curves
-        near = [x[max(i - half, 0):i + half + 1] for i in range(len(x))]
-        lines = [ln for ln in left.get_lines()
-                 if ln.get_color() == colours[label] and len(ln.get_xdata()) == len(raw)]
-        faint = [ln for ln in lines if (ln.get_alpha() or 1) < 0.5]
-        solid = [ln for ln in lines if (ln.get_alpha() or 1) == 1]
-        assert len(faint) == 1 and len(solid) == 1, label
-        assert faint[0].get_ydata() == pytest.approx(x)
-        drawn = solid[0].get_ydata()
-        assert drawn == pytest.approx([sum(w) / len(w) for w in near])
-        assert drawn[0] == pytest.approx((x[0] + x[1]) / 2)          # starts where data does
-        assert all(min(w) <= d <= max(w) for d, w in zip(drawn, near))
-        assert solid[0].get_label() == label
-    assert "centred mean" in left.get_title() and "validation" in right.get_title()
-    assert "first descent is cut off" in fig._suptitle.get_text()
-
-
 @pytest.mark.parametrize(("tokenizer", "unit"), [("bytes", "nats/byte"), ("bpe", "nats/token"),
                                                  (None, "nats/token")])
 def test_losses_are_labelled_per_the_runs_tokenizer(runs_factory, tmp_path, tokenizer, unit):
@@ -492,3 +477,93 @@ def test_paper_vs_ours_is_not_drawn_against_another_baseline(runs_factory, tmp_p
         in text
     assert not (tmp_path / "sweep" / "figures" / "paper_vs_ours.png").exists()
     assert "paper_vs_ours" not in text.split("Not drawn")[1]
+
+
+# ------------------------------------------------------------------------------ compare
+
+def _tokenizer_sweep(runs_factory, name: str, tokenizer: str, finals=(3.0, 3.04),
+                     model: str | None = None, machine: str | None = None):
+    """A sweep ``name`` of bf16 and nvfp4 over two seeds whose runs record ``tokenizer`` (and
+    a model and machine class, where given)."""
+    for seed in range(2):
+        for quant, final in zip(("bf16", "nvfp4"), finals):
+            run = runs_factory(f"{name}/{quant}/seed={seed}", quant=quant, seed=seed,
+                               config={"data.tokenizer": tokenizer},
+                               val_loss=[None, None, None, final + 0.01 * seed])
+            summary = json.loads((run / "summary.json").read_text())
+            summary.update({k: v for k, v in (("model", model), ("machine_class", machine))
+                            if v})
+            (run / "summary.json").write_text(json.dumps(summary))
+    return runs_factory.root / name
+
+
+def test_compare_refuses_runs_whose_losses_are_in_different_units(runs_factory, tmp_path,
+                                                                  capsys):
+    """A bytes sweep beside a BPE sweep: nats/byte against nats/token is no gap. One line
+    naming the tokenizers and the fix, exit 2, nothing written."""
+    a = _tokenizer_sweep(runs_factory, "bytes", "bytes")
+    b = _tokenizer_sweep(runs_factory, "bpe", "bpe", finals=(5.0, 5.1))
+    out = tmp_path / "cmp"
+    assert main(["compare", str(a), str(b), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert "tokenizer: bytes (4 runs), bpe (4 runs)" in err and "one tokenizer" in err, err
+    assert not out.exists()
+
+
+def test_compare_says_what_it_compared_and_warns_of_other_models_and_machines(runs_factory,
+                                                                            tmp_path):
+    """Two sweeps of one tokenizer on two machine classes and models: the report is written
+    from the sweeps given (not from its --out folder) and opens with a warning naming both
+    differences."""
+    a = _tokenizer_sweep(runs_factory, "a", "bytes", model="nano",
+                         machine="x86_64 AVX512, Intel family 6")
+    b = _tokenizer_sweep(runs_factory, "b", "bytes", model="hybrid_nano",
+                         machine="x86_64 AVX512, AMD family 25")
+    out = tmp_path / "cmp"
+    text = write_report([a, b], out).read_text()
+    stamp = next(line for line in text.splitlines() if line.startswith("Generated "))
+    assert f"from `{a}`, `{b}`:" in stamp and str(out) not in stamp, stamp
+    head, _, rest = text.partition("\n\n**Read with care: these runs differ in model: ")
+    assert "## " not in head and rest, text                  # before the first section
+    warning = rest.split("\n\n")[0]
+    assert "nano (4 runs)" in warning and "hybrid_nano (4 runs)" in warning
+    assert "machine class: x86_64 AVX512, Intel family 6 (4 runs)" in warning
+
+
+def test_one_sweep_gets_no_warning(runs_factory):
+    text = write_report([_tokenizer_sweep(runs_factory, "a", "bytes", model="nano")]).read_text()
+    assert "Read with care" not in text
+
+
+def test_a_gap_figure_of_train_loss_says_so_in_its_table_and_caption(sweep, runs_factory):
+    """A run with fewer than 4 validation points turns the gap curves to train loss: the
+    table's metric column and the figure's caption name it."""
+    runs_factory("3_quant=fp8/seed=0", quant="fp8", val_loss=[None, None, 3.2, 3.1])
+    text = write_report([sweep], pdf=False).read_text()
+    gaps = pd.read_csv(sweep / "tables" / "loss_gap.csv")
+    assert set(gaps["metric"]) == {"train_loss"}
+    caption = text.split("![loss_gap](figures/loss_gap.png)\n\n")[1].split("\n")[0]
+    assert caption.startswith("The train loss gap to the baseline") and \
+        "fewer than 4 validation points" in caption and "positive = worse" in caption
+
+
+def test_paper_vs_ours_draws_the_interval_its_verdict_uses(runs_factory, tmp_path,
+                                                          monkeypatch):
+    """nvfp4's and mxfp4's gaps to BF16 share one spread, so their verdicts come from the
+    pooled interval (df 4): the bars carry that interval, not each one's own (df 2)."""
+    from matplotlib.container import BarContainer
+
+    three_seed_sweep(runs_factory, name="quickstart", mxfp4=(3.06, 3.07, 3.08))
+    drawn = {}
+    monkeypatch.setattr(figures, "save", lambda fig, d, name, pdf=True: drawn.update({name: fig}))
+    write_report([tmp_path / "sweep"])
+    table = pd.read_csv(tmp_path / "sweep" / "tables" / "final_loss.csv").set_index("label")
+    right = drawn["paper_vs_ours"].axes[1]
+    (bars,) = [c for c in right.containers if isinstance(c, BarContainer)]
+    spans = [sorted((s[0][1], s[1][1])) for s in bars.errorbar.lines[2][0].get_segments()]
+    for i, label in ((1, "nvfp4"), (2, "mxfp4")):
+        pooled = table.loc[label, ["pooled_lo", "pooled_hi"]].tolist()
+        own = table.loc[label, ["gap_lo", "gap_hi"]].tolist()
+        assert pooled != pytest.approx(own)                    # the two differ here
+        assert spans[i] == pytest.approx(pooled), label

@@ -57,17 +57,17 @@ def test_gap_curves_on_mismatched_grids():
     assert list(out.columns) == ["label", "tokens", "n", "mean", "lo", "hi"]
     exp = out[out["label"] == "exp"].set_index("tokens")
     # seed 0 on the baseline's tokens 100, 200 (300 is past the experiment's last point 250):
-    #   100: halfway 5.0 -> 3.2 = 4.1, gap (4.0 - 4.1) / 4.0 * 100 = -2.5
-    #   200: halfway 3.2 -> 2.4 = 2.8, gap (3.0 - 2.8) / 3.0 * 100 = +6.666...
+    #   100: halfway 5.0 -> 3.2 = 4.1, gap (4.1 - 4.0) / 4.0 * 100 = +2.5 (worse)
+    #   200: halfway 3.2 -> 2.4 = 2.8, gap (2.8 - 3.0) / 3.0 * 100 = -6.666... (better)
     # seed 1 on 100, 200, 300:
-    #   100: 4.2, gap (4.0 - 4.2) / 4.0 * 100 = -5;  200: halfway 4.2 -> 2.4 = 3.3,
-    #   gap (3.2 - 3.3) / 3.2 * 100 = -3.125;  300: 2.4, gap (2.5 - 2.4) / 2.5 * 100 = +4
+    #   100: 4.2, gap (4.2 - 4.0) / 4.0 * 100 = +5;  200: halfway 4.2 -> 2.4 = 3.3,
+    #   gap (3.3 - 3.2) / 3.2 * 100 = +3.125;  300: 2.4, gap (2.4 - 2.5) / 2.5 * 100 = -4
     assert list(exp.index) == [100, 200, 300]
     assert exp["n"].tolist() == [2, 2, 1]
-    assert exp["mean"].tolist() == pytest.approx([-3.75, (20 / 3 - 3.125) / 2, 4.0])
-    # tokens 100: two gaps -2.5, -5 -> sd 2.5 / sqrt(2), half = t_{0.975,1} * 2.5 / 2
-    assert exp.loc[100, "lo"] == pytest.approx(-3.75 - T1 * 1.25)
-    assert exp.loc[100, "hi"] == pytest.approx(-3.75 + T1 * 1.25)
+    assert exp["mean"].tolist() == pytest.approx([3.75, (3.125 - 20 / 3) / 2, -4.0])
+    # tokens 100: two gaps 2.5, 5 -> sd 2.5 / sqrt(2), half = t_{0.975,1} * 2.5 / 2
+    assert exp.loc[100, "lo"] == pytest.approx(3.75 - T1 * 1.25)
+    assert exp.loc[100, "hi"] == pytest.approx(3.75 + T1 * 1.25)
     assert math.isnan(exp.loc[300, "lo"]) and math.isnan(exp.loc[300, "hi"])
     # identical curve to the baseline: gap exactly 0, one seed
     other = out[out["label"] == "other"]

@@ -17,9 +17,10 @@ import yaml
 from helpers.sweeps import FIXTURE, make_sweep
 from scipy import stats
 
-from nvfp4_lab.analysis import figures
-from nvfp4_lab.analysis.index import write_index
-from nvfp4_lab.analysis.paper import load_paper
+from nvfp4_lab.analysis import paper_figures, verdicts
+from nvfp4_lab.analysis.claims import ClaimResult, Table
+from nvfp4_lab.analysis.index import FOREST_CAPTION, forest_table, write_index
+from nvfp4_lab.analysis.paper import Claim, load_paper
 from nvfp4_lab.analysis.publish import ABLATIONS, BEYOND_PAPER
 from nvfp4_lab.cli import main
 
@@ -71,8 +72,8 @@ def paper_gap(paper, better: str, worse: str) -> float | None:
     if better not in known or worse not in known:
         return None
     a, b = known[better], known[worse]
-    if paper.metric.endswith("gap_pct"):
-        a, b = 1 - a / 100, 1 - b / 100
+    if paper.metric.endswith("gap_pct"):      # as read: g % more loss than the reference
+        a, b = 1 + a / 100, 1 + b / 100
     return (a - b) / a * 100
 
 
@@ -298,7 +299,7 @@ def test_forest_figure_draws_its_table():
                           "lo": [-1.5, -0.3, -0.1], "hi": [-0.5, 0.7, 0.1],
                           "verdict": ["reproduced", "not resolved", "equivalent"],
                           "paper_gap": [-1.5, math.nan, 0.0]})
-    ax = figures.forest_figure(table).axes[0]
+    ax = paper_figures.forest_figure(table).axes[0]
     bars = [ln for ln in ax.lines if len(ln.get_xdata()) == 2 and ln.get_linestyle() == "-"
             and ln.get_xdata()[0] != ln.get_xdata()[1]]
     dots = [ln for ln in ax.lines if ln.get_marker() == "o"]
@@ -307,9 +308,36 @@ def test_forest_figure_draws_its_table():
     assert [b.get_ydata()[0] for b in bars] == [2, 1, 0]           # first claim on top
     assert [d.get_xdata()[0] for d in dots] == table["mean"].tolist()
     assert [d.get_xdata()[0] for d in diamonds] == [-1.5, 0.0]
-    assert [b.get_color() for b in bars] == [figures.VERDICT_COLOURS[w] for w in table.verdict]
+    assert [b.get_color() for b in bars] == \
+        [paper_figures.VERDICT_COLOURS[w] for w in table.verdict]
     assert {t.get_position()[1]: t.get_text() for t in ax.get_yticklabels()} == \
         {2: "a", 1: "b", 0: "c"}
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]    # the verdicts drawn only
+    assert legend == ["reproduced", "equivalent", "not resolved", "the paper's gap"]
+
+
+def test_the_forest_draws_every_claim_once_whatever_its_kind_and_verdict():
+    """A contradicted size claim and a claim of the lab's own are drawn, marked by kind; a
+    claim repeating another's computation, or superseded, is not drawn twice; the page's
+    caption says exactly that."""
+    def claim(text: str, kind: str, verdict: str, gaps, **kw) -> ClaimResult:
+        a, op, b = text.split()
+        return ClaimResult("formats", Claim(a, b, op == "~", kind), "formats: vs BF16", verdict,
+                           tuple(gaps), verdicts.gap_test(np.array(gaps)), **kw)
+    results = [claim("bf16 < nvfp4", "paper", "reproduced", [-1.0, -1.2, -1.1]),
+               claim("nvfp4_1x < mxfp4_1.25x", "size", "contradicted", [1.2, 1.3, 1.4]),
+               claim("bf16 < fp8", "ours", "not resolved", [-0.1, 0.2, 0.0]),
+               claim("bf16 < mxfp4", "paper", "reproduced", [-2.0, -2.1, -2.2],
+                     duplicate_of="formats: bf16 < mxfp4"),
+               claim("nvfp4 < mxfp4", "paper", "reproduced", [-0.5, -0.6, -0.7],
+                     superseded_by="formats_v2")]
+    table = forest_table({Table("v1"): results})
+    assert list(table["label"]) == ["v1 formats: bf16 < nvfp4",
+                                    "v1 formats: nvfp4_1x < mxfp4_1.25x (size)",
+                                    "v1 formats: bf16 < fp8 (ours)"]
+    assert list(table["verdict"]) == ["reproduced", "contradicted", "not resolved"]
+    assert table.loc[1, "mean"] == pytest.approx(1.3)
+    assert "the paper's, its size claims (marked size) and the lab's own" in FOREST_CAPTION
 
 
 def test_comparisons_beyond_the_paper_are_published_and_indexed(results, tmp_path):

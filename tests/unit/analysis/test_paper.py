@@ -78,17 +78,30 @@ def test_metric_units(ablation):
     if paper.metric in GAP_METRICS:
         if paper.baseline is not None:
             assert paper.values.get(paper.baseline, 0.0) == 0.0
-        assert all(-10 < v <= 0.5 for v in paper.values.values())   # percent, sign convention
+        assert all(-0.5 <= v < 10 for v in paper.values.values())   # percent, positive = worse
     elif paper.metric in ("val_loss", "train_loss"):
         assert paper.baseline is None
         assert all(0.5 < v < 5 for v in paper.values.values())      # nats per token
     else:
         assert all(v > 0 for v in paper.values.values())
     if paper.ordering is not None:                                  # best first = lowest loss
-        v = [paper.values[label] for label in paper.ordering]
-        if paper.metric in GAP_METRICS:
-            v = [-x for x in v]
+        v = [paper.values[label] for label in paper.ordering]     # a gap: lower is better too
         assert v == sorted(v), f"{ablation}: ordering does not follow the values"
+
+
+@pytest.mark.parametrize("ablation", PAPER_FILES)
+def test_gaps_are_read_once_with_the_labs_sign(ablation):
+    """A file stores the paper's gaps as it prints them, (ref - exp) / ref (negative = worse);
+    read, they are the lab's (exp - ref) / ref (positive = worse), every value and inferred
+    one turned once; a loss or a multiplier is read as it is."""
+    raw = yaml.safe_load((paper_dir() / f"{ablation}.yaml").read_text())
+    paper = load_paper(ablation)
+    sign = -1.0 if raw["metric"] in GAP_METRICS else 1.0
+    for stored, read in ((raw["values"], paper.values),
+                         (raw.get("inferred") or {}, paper.inferred)):
+        assert {str(k): sign * v for k, v in stored.items()} == read
+    if raw["metric"] in GAP_METRICS:
+        assert all(math.copysign(1, v) > 0 for v in paper.values.values() if v == 0)   # +0.0
 
 
 @pytest.mark.parametrize("ablation", PAPER_FILES)
@@ -97,14 +110,13 @@ def test_claims_agree_with_the_papers_own_numbers(ablation):
     larger gap), or b diverging where a converged; "a ~ b" equal values unless the file's
     ordering is null (a difference the paper saw only at a larger scale)."""
     paper = load_paper(ablation)
-    sign = -1.0 if paper.metric in GAP_METRICS else 1.0
     for c in paper.claims:
         a, b = paper.values.get(c.better), paper.values.get(c.worse)
         if c.same:
             if paper.ordering is not None and a is not None and b is not None:
                 assert a == b, f"{ablation}: {c} but the values differ"
         elif a is not None and b is not None:
-            assert sign * a < sign * b, f"{ablation}: {c} against the values {a}, {b}"
+            assert a < b, f"{ablation}: {c} against the values {a}, {b}"
         elif c.worse in paper.outcomes:
             assert "diverges" in paper.outcomes[c.worse], f"{ablation}: {c}"
             assert "diverges" not in paper.outcomes.get(c.better, ""), f"{ablation}: {c}"
@@ -188,5 +200,5 @@ def test_malformed_file_names_the_key(tmp_path, change, key):
 def test_good_file_in_another_directory(tmp_path):
     (tmp_path / "formats.yaml").write_text(yaml.safe_dump(GOOD))
     paper = load_paper("formats", directory=tmp_path)
-    assert paper.values == {"bf16": 0.0, "nvfp4": -1.5} and paper.outcomes == {}
+    assert paper.values == {"bf16": 0.0, "nvfp4": 1.5} and paper.outcomes == {}   # lab's sign
     assert load_paper("components", directory=tmp_path) is None

@@ -49,8 +49,8 @@ def _runs(rows):
 def test_paired_gaps_sign_convention_and_pairing():
     runs = _runs([
         ("bf16", 0, 1.00), ("bf16", 1, 2.00), ("bf16", 2, 3.00, "failed"),
-        ("nvfp4", 0, 1.01),                      # (1.00 - 1.01) / 1.00 * 100 = -1 %
-        ("nvfp4", 1, 1.96), ("nvfp4", 1, 1.98),  # repeats averaged: 1.97 -> +1.5 %
+        ("nvfp4", 0, 1.01),                      # (1.01 - 1.00) / 1.00 * 100 = +1 %: worse
+        ("nvfp4", 1, 1.96), ("nvfp4", 1, 1.98),  # repeats averaged: 1.97 -> -1.5 %: better
         ("nvfp4", 2, 2.90),                      # baseline seed 2 failed: no pair
         ("nvfp4", 3, np.nan),                    # no finite metric: no pair
     ])
@@ -58,7 +58,7 @@ def test_paired_gaps_sign_convention_and_pairing():
     assert list(gaps.columns) == ["label", "seed", "value", "baseline_value", "gap_pct"]
     assert list(gaps["seed"]) == [0, 1]
     assert list(gaps["label"]) == ["nvfp4", "nvfp4"]
-    assert gaps["gap_pct"].tolist() == pytest.approx([-1.0, 1.5], abs=1e-9)
+    assert gaps["gap_pct"].tolist() == pytest.approx([1.0, -1.5], abs=1e-9)
     assert gaps["value"].tolist() == pytest.approx([1.01, 1.97], abs=1e-12)
     assert gaps["baseline_value"].tolist() == [1.00, 2.00]
 
@@ -68,14 +68,14 @@ def _verdict_runs():
     # (paired) gaps can resolve a 1-2 % difference.
     base = {0: 2.0, 1: 2.5, 2: 3.0}
 
-    def exp(label, gaps_pct):
-        return [(label, s, base[s] * (1 - g / 100)) for s, g in zip(base, gaps_pct)]
+    def exp(label, gaps_pct):     # a gap g: g % more loss than the baseline's (positive = worse)
+        return [(label, s, base[s] * (1 + g / 100)) for s, g in zip(base, gaps_pct)]
 
     return _runs([
-        *exp("better", [1.0, 2.0, 1.5]),
+        *exp("better", [-1.0, -2.0, -1.5]),
         *[("bf16", s, v) for s, v in base.items()],
-        *exp("worse", [-1.0, -2.0, -1.5]),
-        *exp("unclear", [1.0, -1.0, 0.5]),
+        *exp("worse", [1.0, 2.0, 1.5]),
+        *exp("unclear", [-1.0, 1.0, -0.5]),
         ("single", 0, 2.1), ("single", 1, 2.0, "diverged"),
         ("unpaired", 7, 2.0),
         ("crashed", 0, np.nan, "failed"),
@@ -93,17 +93,17 @@ def test_recipe_table_verdicts():
         "crashed": "no paired seeds"}
     assert table["n_pairs"].to_dict() == {"better": 3, "bf16": 3, "worse": 3, "unclear": 3,
                                           "single": 1, "unpaired": 0, "crashed": 0}
-    # "better": gaps 1, 2, 1.5 -> mean 1.5, sd 0.5, half = t_{0.975,2} * 0.5 / sqrt(3) = 1.242
+    # "better": gaps -1, -2, -1.5 -> mean -1.5, sd 0.5, half = t_{0.975,2} * 0.5 / sqrt(3)
     half = t_df2(0.975) * 0.5 / math.sqrt(3)
     better = table.loc["better"]
-    assert better["gap_pct"] == pytest.approx(1.5, abs=1e-9)
-    assert (better["gap_lo"], better["gap_hi"]) == pytest.approx((1.5 - half, 1.5 + half))
-    assert table.loc["worse", "gap_hi"] == pytest.approx(-1.5 + half)
-    # "unclear": gaps 1, -1, 0.5 -> mean 1/6, interval straddles 0
-    assert table.loc["unclear", "gap_pct"] == pytest.approx(1 / 6)
+    assert better["gap_pct"] == pytest.approx(-1.5, abs=1e-9)
+    assert (better["gap_lo"], better["gap_hi"]) == pytest.approx((-1.5 - half, -1.5 + half))
+    assert table.loc["worse", "gap_lo"] == pytest.approx(1.5 - half)
+    # "unclear": gaps -1, 1, -0.5 -> mean -1/6, interval straddles 0
+    assert table.loc["unclear", "gap_pct"] == pytest.approx(-1 / 6)
     assert table.loc["unclear", "gap_lo"] < 0 < table.loc["unclear", "gap_hi"]
-    # "single": one pair, gap (2.0 - 2.1) / 2.0 * 100 = -5 %, no interval
-    assert table.loc["single", "gap_pct"] == pytest.approx(-5.0)
+    # "single": one pair, gap (2.1 - 2.0) / 2.0 * 100 = +5 % (worse), no interval
+    assert table.loc["single", "gap_pct"] == pytest.approx(5.0)
     assert math.isnan(table.loc["single", "gap_lo"])
     assert math.isnan(table.loc["bf16", "gap_pct"])
 
