@@ -30,7 +30,7 @@ ABLATIONS = ("formats", "consistency", "sr_placement", "precision_switch", "comp
 BEYOND_PAPER = ("recipes",)
 # studies that run over several sessions: published as they grow (``publish`` adds the finished
 # runs a folder lacks, never touching one it has), read by their own report, not the claims
-STUDIES = ("scaling",)
+STUDIES = ("scaling", "steps_vs_size")
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
 SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
 
