@@ -42,6 +42,8 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from .recipe import NO_BACKEND
+
 # the estimates for what this machine has not measured yet, from benchmarks/RESULTS.md: the
 # start-up of a cold-cache compiled run (Compiled quantizers as AOTInductor packages), and
 # compiled over reference ms/step for NVFP4 at nano (Where issue 14's bars stand, over Eager
@@ -49,6 +51,7 @@ from pathlib import Path
 COLD_COMPILE_S = 60.0
 COMPILED_STEP_RATIO = 0.6
 CPU_BACKENDS = ("reference", "compiled")
+RECORDED = (*CPU_BACKENDS, NO_BACKEND)   # BF16 runs too: their step bounds an FP4 run's
 NO_SPECS = repr([])   # run_key's specs for a run that quantizes nothing (BF16)
 
 
