@@ -101,7 +101,10 @@ ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
 
 def _as_first_hashed(c: dict[str, Any]) -> None:
     """Leave out the ``ADDED`` keys whose switch is off; ``model.ffn_mult``, an int until
-    fractional FFN widths came, hashes an integral value as that int."""
+    fractional FFN widths came, hashes an integral value as that int; ``data.cache_dir``, whose
+    default was ``${output_root}/data`` until prepared data moved to the user cache (null),
+    hashes null as that value (where the data lies changes no token: its fingerprint is in the
+    summary)."""
     for switch, (off, keys) in ADDED.items():
         if _get(c, switch, off) in (off, None):
             for key in keys:
@@ -109,6 +112,9 @@ def _as_first_hashed(c: dict[str, Any]) -> None:
     model = c.get("model") or {}
     if isinstance(model.get("ffn_mult"), float) and model["ffn_mult"].is_integer():
         model["ffn_mult"] = int(model["ffn_mult"])
+    data = c.get("data") or {}
+    if "cache_dir" in data and data["cache_dir"] is None:
+        data["cache_dir"] = f"{c.get('output_root')}/data"
 
 
 def _drop(c: dict[str, Any], key: str) -> None:
