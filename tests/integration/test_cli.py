@@ -348,7 +348,8 @@ def test_dry_run_estimates_from_what_a_run_measured(work):
     result = work.run("dry_timed", *[a for a in args if not a.startswith("hydra.run.dir")],
                       f"hydra.run.dir={work.run_dir('dry_timed')}", "--dry-run")
     assert result.rc == 0, result
-    m = re.search(rf"^ +0  .* {STEPS}  (\d+)s \(reference\)$", result.out, re.M)
+    m = re.search(rf"^ +0  .* {STEPS}  ~(\d+)s \(reference, measured here\)$", result.out,
+                  re.M)
     assert m, result
     assert abs(int(m[1]) - took) <= 0.25 * took + 0.5, (m[1], took)   # +0.5: whole seconds
     assert not work.run_dir("dry_timed").exists()

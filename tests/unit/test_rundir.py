@@ -129,7 +129,6 @@ def test_the_code_hash_names_the_sources_that_ran(tmp_path):
 
 def test_the_code_hash_covers_this_package_and_the_kernels():
     import nvfp4_kernels
-
     import nvfp4_lab
 
     own = Path(nvfp4_lab.__file__).parent

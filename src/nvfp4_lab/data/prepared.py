@@ -22,8 +22,9 @@ matches is returned without any work, one whose recipe differs is an error that 
 key changed (the folder is never silently overwritten under a running job). A new folder is
 prepared under a lock (``<cache>/.<source>.<tag>.lock``), so of two jobs that need it at once one
 prepares it and the other waits and reuses it; it is written under a temporary name and
-renamed into place in one step, so a crash leaves no half folder. Corpora are held in memory while preparing: megabytes, not gigabytes. Bigger
-data is tokenized elsewhere and brought in as ``data=bin``.
+renamed into place in one step, so a crash leaves no half folder. Corpora are held in memory
+while preparing: megabytes, not gigabytes. Bigger data is tokenized elsewhere and brought in as
+``data=bin``.
 
 ``load_prepared(path)`` memory-maps both shards and refuses a folder whose shard headers
 disagree with its meta.json (token counts, vocab size, end-of-text id, tokenizer

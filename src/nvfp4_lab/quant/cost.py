@@ -192,6 +192,16 @@ def run_seconds(key: RunKey, steps: int, evals: int, backend: str,
     return times[backend] + startup + evals * eval_s
 
 
+def bf16_seconds(key: RunKey, steps: int, evals: int, path: Path | None = None) -> float | None:
+    """Wall seconds of a run that quantizes nothing, at its fastest measured step (whichever
+    backend an older version filed it under: none computes anything); None: never measured."""
+    known = load(path).get(str(key), {})
+    if not known:
+        return None
+    t = min(known.values(), key=lambda t: t.ms_per_step)
+    return t.startup_s + steps * t.ms_per_step / 1000 + evals * t.eval_s
+
+
 def cold_start_times(ref_ms: float, steps: int, path: Path | None = None) -> dict[str, float]:
     """``finish_times`` for ``steps`` steps from a reference step alone (measured, not yet in
     the ledger): the compiled step estimated from it, on a cold compile cache."""

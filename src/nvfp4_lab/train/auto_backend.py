@@ -110,8 +110,8 @@ class AutoBackend(L.Callback):
         times = cost.cold_start_times(ms, left)
         timed = (f"timed the reference at {ms:.0f} ms/step over steps {step - PROBE}-{step}: "
                  f"the remaining {left} steps ~{times['reference']:.0f} s, compiled ~"
-                 f"{times['compiled']:.0f} s (start-up {cost.cold_compile_s():.0f} s, "
-                 f"measured)")
+                 f"{times['compiled']:.0f} s (start-up {cost.cold_compile_s():.0f} s, the "
+                 f"longest cold compile measured)")
         if times["compiled"] < times["reference"]:
             backend = resolve("auto", self.specs, trainer.strategy.root_device,
                               self.input_dtypes)     # falls back to the reference if it fails
