@@ -10,7 +10,8 @@
       errors/rank<R>.txt   a failed data-parallel rank's status, cause and traceback
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
       summary.json         ``Summary``: status (running | done | failed | diverged), losses,
-                           tokens, speed, backend, device, machine class, git SHA, config hash
+                           tokens, speed, backend, device, machine class, versions, the
+                           code (git SHA and the hash of the package's source), config hash
 
 A sweep directory holds one run directory per job, ``<num>_<overrides>/``, numbered in the
 order ``sweep_jobs`` expands the sweep (its ``multirun.yaml``).
@@ -125,7 +126,10 @@ ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
 
 def _as_first_hashed(c: dict[str, Any]) -> None:
     """Leave out the ``ADDED`` keys whose switch is off; ``model.ffn_mult``, an int until
-    fractional FFN widths came, hashes an integral value as that int."""
+    fractional FFN widths came, hashes an integral value as that int; ``data.cache_dir``, whose
+    default was ``${output_root}/data`` until prepared data moved to the user cache (null),
+    hashes null as that value (where the data lies changes no token: its fingerprint is in the
+    summary)."""
     for switch, (off, keys) in ADDED.items():
         if _get(c, switch, off) in (off, None):
             for key in keys:
@@ -133,6 +137,9 @@ def _as_first_hashed(c: dict[str, Any]) -> None:
     model = c.get("model") or {}
     if isinstance(model.get("ffn_mult"), float) and model["ffn_mult"].is_integer():
         model["ffn_mult"] = int(model["ffn_mult"])
+    data = c.get("data") or {}
+    if "cache_dir" in data and data["cache_dir"] is None:
+        data["cache_dir"] = f"{c.get('output_root')}/data"
 
 
 def _drop(c: dict[str, Any], key: str) -> None:
@@ -190,6 +197,7 @@ class Summary:
     finished: str | None = None
     branched_from: dict[str, Any] | None = None   # train/branch.py: the parent run, step
     data_fingerprint: str | None = None  # the prepared data's sha256 (its corpus checksum in)
+    code_sha256: str | None = None   # ``code_sha256()``: the code, where no git SHA names it
 
     @classmethod
     def read(cls, run: Path) -> Summary | None:
@@ -327,6 +335,27 @@ def git_sha() -> str | None:
         return sha + ("-dirty" if dirty.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return None
+
+
+def code_sha256(roots: tuple[Path, ...] | None = None) -> str:
+    """sha256 of the Python sources that ran, by path under their package: this package's and
+    the Triton kernels' where installed (``roots``: the package folders). A wheel install has
+    no git SHA; this names its code, and an edited checkout's."""
+    h = hashlib.sha256()
+    for root in roots or _code_roots():
+        for path in sorted(root.rglob("*.py")):
+            h.update(f"{root.name}/{path.relative_to(root).as_posix()}\0".encode())
+            h.update(path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _code_roots() -> tuple[Path, ...]:
+    """nvfp4_lab's folder and, if installed, nvfp4_kernels' (found without importing it)."""
+    import importlib.util
+
+    kernels = importlib.util.find_spec("nvfp4_kernels")
+    origin = kernels and kernels.origin
+    return (Path(__file__).resolve().parent, *([Path(origin).parent] if origin else []))
 
 
 def read_metrics(run: Path, tokens_per_step: int | None = None) -> pd.DataFrame:

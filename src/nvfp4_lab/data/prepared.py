@@ -2,13 +2,15 @@
 
 ``prepare(cfg)`` turns a ``DataConfig`` into a folder
 
-    <cache_dir>/<source>/<tokenizer tag>/          e.g. outputs/data/shakespeare/bpe4096/
-    <cache_dir>/textdir-<name>-<hash>/<tag>/        textdir: folder name + hash of its path
+    <cache>/<source>/<tokenizer tag>/          e.g. ~/.cache/nvfp4-lab/data/shakespeare/bpe4096/
+    <cache>/textdir-<name>-<hash>/<tag>/        textdir: folder name + hash of its path
         train.bin  val.bin    token shards (shards.py)
         tokenizer.json        bpe only
         meta.json             what is in there and how it was made
 
-and returns its path. Every document is preceded by the end-of-text id, so each document,
+and returns its path; ``<cache>`` is ``data.cache_dir``, by default the user cache's ``data/``
+(``cache.py``), so a corpus is prepared once per machine whatever directory a run starts in.
+Every document is preceded by the end-of-text id, so each document,
 the first included, is predicted from the same context and a window that crosses a seam
 sees where one text ends. Token counts include these separators; byte counts are the UTF-8
 bytes of the documents alone, so with ``bytes_per_token = bytes / tokens`` a mean loss in
@@ -18,10 +20,11 @@ It is idempotent and crash-safe. meta.json records the *recipe* (source and its 
 digest, tokenizer, vocab size, split settings, this module's version); a folder whose recipe
 matches is returned without any work, one whose recipe differs is an error that says which
 key changed (the folder is never silently overwritten under a running job). A new folder is
-written under a temporary name beside the target and renamed into place in one step, so a
-crash leaves no half folder, and when two processes race the loser drops its copy and uses
-the winner's. Corpora are held in memory while preparing: megabytes, not gigabytes. Bigger
-data is tokenized elsewhere and brought in as ``data=bin``.
+prepared under a lock (``<cache>/.<source>.<tag>.lock``), so of two jobs that need it at once one
+prepares it and the other waits and reuses it; it is written under a temporary name and
+renamed into place in one step, so a crash leaves no half folder. Corpora are held in memory
+while preparing: megabytes, not gigabytes. Bigger data is tokenized elsewhere and brought in as
+``data=bin``.
 
 ``load_prepared(path)`` memory-maps both shards and refuses a folder whose shard headers
 disagree with its meta.json (token counts, vocab size, end-of-text id, tokenizer
@@ -47,6 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cache import locked
 from . import corpus
 from .config import DataConfig
 from .corpus import Document, load_documents, split_documents
@@ -67,8 +71,8 @@ def prepared_dir(cfg: DataConfig) -> Path:
     if cfg.source == "textdir":
         root = Path(cfg.path).resolve()
         tag = hashlib.sha256(str(root).encode()).hexdigest()[:8]
-        return Path(cfg.cache_dir) / f"textdir-{root.name}-{tag}" / cfg.tokenizer_tag
-    return Path(cfg.cache_dir) / cfg.source / cfg.tokenizer_tag
+        return cfg.cache / f"textdir-{root.name}-{tag}" / cfg.tokenizer_tag
+    return cfg.cache / cfg.source / cfg.tokenizer_tag
 
 
 def _corpus_digest(cfg: DataConfig) -> str:
@@ -164,9 +168,17 @@ def prepare(cfg: DataConfig) -> Path:
         load_prepared(target)
         return target
     recipe = _recipe(cfg)
-    if target.exists():
-        _check_existing(target, recipe)
-        return target
+    if not target.exists():
+        # the lock lies in the cache's top folder: a failed first attempt leaves no folder
+        with locked(target.parent.with_name(f".{target.parent.name}.{target.name}.lock")):
+            if not target.exists():       # else another process prepared it while we waited
+                _prepare(cfg, recipe, target)
+    _check_existing(target, recipe)
+    return target
+
+
+def _prepare(cfg: DataConfig, recipe: dict, target: Path) -> None:
+    """Write ``target`` under a temporary name, then rename it into place."""
     t0 = time.perf_counter()
     train, val = split_documents(load_documents(cfg), cfg.val_docs, cfg.val_fraction)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -174,17 +186,10 @@ def prepare(cfg: DataConfig) -> Path:
     tmp.mkdir()
     try:
         _write(tmp, cfg, recipe, train, val)
-        try:
-            os.rename(tmp, target)
-        except OSError:
-            # another process renamed its copy first; theirs is as good as ours
-            if not (target / "meta.json").exists():
-                raise
-            _check_existing(target, recipe)
+        os.rename(tmp, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     log.info("prepared %s in %.1f s", target, time.perf_counter() - t0)
-    return target
 
 
 @dataclass

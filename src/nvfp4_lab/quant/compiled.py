@@ -8,13 +8,12 @@ or a max reduction, which inductor's C++ keeps in IEEE order. Two inductor behav
 care: a fused cast to bf16 stays fp32 without ``emulate_precision_casts``, and a bf16 output
 sliced out of padded blocks is miscompiled (torch 2.13, CPU), so the graph returns fp32 and
 the cast happens outside. Inductor's GPU code is not bit-exact (benchmarks/RESULTS.md, GPU
-check): the backends never use it. The compile cache is set at import, before anything here
-compiles.
+check): the backends never use it. Inductor is pointed at the user cache before anything here
+compiles (``packaged.use_compile_cache``).
 """
 from __future__ import annotations
 
 import functools
-import os
 from typing import Any
 
 import torch
@@ -26,16 +25,14 @@ from ..formats.quantizer import (
     runtime_inputs,
 )
 from ..formats.spec import QuantSpec, Stream
-from .packaged import OPTIONS, PackagedQuantizer, compile_cache_dir
-
-# inductor reads it when it first compiles: set here, before anything of ours compiles
-os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(compile_cache_dir())
+from .packaged import OPTIONS, PackagedQuantizer, use_compile_cache
 
 
 @functools.cache
 def _compiled(spec: QuantSpec, parts: bool = False) -> PackagedQuantizer:
     """fn(x, key, signs) compiled: an AOTInductor package for inputs of whole blocks
     (packaged.py), torch.compile for the rest; the same graph and bits either way."""
+    use_compile_cache()
     # Every spec and input rank/dtype is one more graph of the same Python function, and
     # dynamo's per-function limit (8) would fail fullgraph compiles of a many-layer model.
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, 256)

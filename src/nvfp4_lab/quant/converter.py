@@ -27,7 +27,7 @@ from . import backends
 from .linear import QuantLinear, QuantState
 from .operands import LayerMetric
 from .plan import GemmPlan, operand_plan
-from .recipe import OPERANDS, Recipe, to_dict
+from .recipe import NO_BACKEND, OPERANDS, Recipe, to_dict
 
 
 @dataclass
@@ -166,7 +166,8 @@ def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None
         setattr(parent, child, QuantLinear.from_linear(
             getattr(parent, child), recipe=recipe, name=name, index=index, backend=backend,
             state=state))
-    return Report(to_dict(recipe), backend.name, rows)
+    quantized = any(r.quantized for r in rows)
+    return Report(to_dict(recipe), backend.name if quantized else NO_BACKEND, rows)
 
 
 def _candidates(model: nn.Module, recipe: Recipe, blocks: str | None

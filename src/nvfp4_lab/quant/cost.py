@@ -17,8 +17,9 @@ Every finished CPU run records its steady ms/step and its start-up seconds (wall
 spent in steady steps) under a key of what sets them: the recipe's quantizers, the model's
 dimensions, tokens per step, threads and torch version (``RunKey``). A backend not yet
 measured for the key is estimated from the other: a compiled step at ``COMPILED_STEP_RATIO``
-of the reference's and a reference step at its inverse, and a compiled start-up of
-``COLD_COMPILE_S`` when it never ran for the key (cold cache), else the measured one. With
+of the reference's and a reference step at its inverse, and, when compiled never ran for the
+key, the cold compile's start-up: the longest this machine measured for any key (a cold cache
+and this machine's load), else the shipped table's (below). With
 neither backend measured for the key, the BF16 step of the same model and batch, if this
 machine ran one, bounds the reference's step from below (the reference does BF16's work and
 quantizes on top): when even at that bound compiling would pay for itself within the run,
@@ -33,22 +34,35 @@ The same timings, with the seconds a validation pass took, estimate a whole run 
 ``--dry-run`` and a sweep's progress lines (``train/sweep_plan.py``):
 
     run(backend) = startup_backend + steps x ms_backend + validations x s_validation
+
+Where this machine measured nothing for a run, the first estimate comes from the one table of
+step times shipped with the package, ``step_times.csv``: per machine class, the step times
+measured for a format, model, batch and threads (benchmarks/RESULTS.md, results/). The row of
+the run's format and backend nearest to it (this machine class first, then its threads) is
+scaled by the run's work over the row's (``work_per_token`` x tokens per step), and the result
+is labelled an estimate (``Estimate.measured`` false) until the run's own timing is recorded.
 """
 from __future__ import annotations
 
+import csv
+import functools
 import hashlib
 import json
+import math
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-# the estimates for what this machine has not measured yet, from benchmarks/RESULTS.md: the
-# start-up of a cold-cache compiled run (Compiled quantizers as AOTInductor packages), and
-# compiled over reference ms/step for NVFP4 at nano (Where issue 14's bars stand, over Eager
-# quantizers without `where`: about half, rounded up so that auto compiles only when it pays)
-COLD_COMPILE_S = 60.0
+from ..model.presets import model_preset
+from .recipe import NO_BACKEND
+
+# compiled over reference ms/step for NVFP4 at nano, for a backend this machine has not
+# measured yet (benchmarks/RESULTS.md, Where issue 14's bars stand, over Eager quantizers
+# without `where`: about half, rounded up so that auto compiles only when it pays)
 COMPILED_STEP_RATIO = 0.6
+SHIPPED = Path(__file__).with_name("step_times.csv")
 CPU_BACKENDS = ("reference", "compiled")
+RECORDED = (*CPU_BACKENDS, NO_BACKEND)   # BF16 runs too: their step bounds an FP4 run's
 NO_SPECS = repr([])   # run_key's specs for a run that quantizes nothing (BF16)
 
 
@@ -94,7 +108,7 @@ def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
 
 
 def ledger_path() -> Path:
-    from .packaged import cache_root
+    from ..cache import cache_root
 
     return cache_root() / "timings.json"
 
@@ -130,9 +144,18 @@ def _rates(key: RunKey, path: Path | None) -> tuple[float, float, float, str] | 
         return None
     ref_ms = ref.ms_per_step if ref else comp.ms_per_step / COMPILED_STEP_RATIO
     comp_ms = comp.ms_per_step if comp else ref_ms * COMPILED_STEP_RATIO
-    startup = comp.startup_s if comp else COLD_COMPILE_S
+    startup = comp.startup_s if comp else cold_compile_s(path)
     return ref_ms, comp_ms, startup, ("measured" if ref and comp else
                                       "estimated from one measured backend")
+
+
+def cold_compile_s(path: Path | None = None) -> float:
+    """Seconds a compiled run spends compiling on a cold cache: the longest compiled start-up
+    this machine's ledger holds (a cold build, at this machine's load), else the longest the
+    shipped table holds."""
+    measured = [t.startup_s for entry in load(path).values()
+                for backend, t in entry.items() if backend == "compiled"]
+    return max(measured or [r.startup_s or 0.0 for r in shipped() if r.backend == "compiled"])
 
 
 def _bf16_ms(key: RunKey, path: Path | None) -> float | None:
@@ -169,10 +192,21 @@ def run_seconds(key: RunKey, steps: int, evals: int, backend: str,
     return times[backend] + startup + evals * eval_s
 
 
-def cold_start_times(ref_ms: float, steps: int) -> dict[str, float]:
+def bf16_seconds(key: RunKey, steps: int, evals: int, path: Path | None = None) -> float | None:
+    """Wall seconds of a run that quantizes nothing, at its fastest measured step (whichever
+    backend an older version filed it under: none computes anything); None: never measured."""
+    known = load(path).get(str(key), {})
+    if not known:
+        return None
+    t = min(known.values(), key=lambda t: t.ms_per_step)
+    return t.startup_s + steps * t.ms_per_step / 1000 + evals * t.eval_s
+
+
+def cold_start_times(ref_ms: float, steps: int, path: Path | None = None) -> dict[str, float]:
     """``finish_times`` for ``steps`` steps from a reference step alone (measured, not yet in
     the ledger): the compiled step estimated from it, on a cold compile cache."""
-    return _times((ref_ms, ref_ms * COMPILED_STEP_RATIO, COLD_COMPILE_S, "estimated"), steps)
+    return _times((ref_ms, ref_ms * COMPILED_STEP_RATIO, cold_compile_s(path), "estimated"),
+                  steps)
 
 
 def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
@@ -185,13 +219,13 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
                       f"backend's (quant/packaged.py)")
     rates = _rates(key, path)
     if rates is None:
-        floor = _bf16_ms(key, path)
+        floor, cold = _bf16_ms(key, path), cold_compile_s(path)
         saved = None if floor is None else steps * floor * (1 - COMPILED_STEP_RATIO) / 1000
-        if saved is not None and saved > COLD_COMPILE_S:
+        if saved is not None and saved > cold:
             return Choice("compiled", f"{steps} steps, no timings for this recipe yet: at "
                           f"this machine's BF16 step for this model and batch ({floor:.0f} "
                           f"ms), the least a reference step costs, compiling saves at least "
-                          f"~{saved:.0f} s against ~{COLD_COMPILE_S:.0f} s of cold compile; "
+                          f"~{saved:.0f} s against ~{cold:.0f} s of cold compile; "
                           f"this run's timing is recorded for the next")
         return Choice("reference", "no timings measured on this machine for this recipe, "
                       "model and batch yet: starts on the reference (nothing to compile) and "
@@ -203,3 +237,96 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
     return Choice(best, f"{steps} steps: compiled ~{times['compiled']:.0f} s (start-up "
                         f"{startup:.0f} s + {comp_ms:.0f} ms/step) vs reference "
                         f"~{times['reference']:.0f} s ({ref_ms:.0f} ms/step), {how}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a first estimate is matched and scaled on: the machine class, the recipe's format,
+    the model's ``work_per_token``, tokens per step and threads."""
+
+    machine_class: str
+    format: str
+    work: float
+    tokens_per_step: int
+    threads: int
+
+
+def work_per_token(d_model: int, n_layers: int, vocab_size: int) -> float:
+    """A step's work per token up to a constant: 12 L d^2 (the blocks' GEMMs) + V d (head)."""
+    return 12 * n_layers * d_model ** 2 + vocab_size * d_model
+
+
+@dataclass(frozen=True)
+class Shipped:
+    """A row of ``step_times.csv``: ms/step and start-up of one configuration on one machine
+    class (``startup_s`` None: counted in its ms/step)."""
+
+    machine_class: str
+    format: str
+    model: str
+    vocab_size: int
+    tokens_per_step: int
+    threads: int
+    backend: str
+    ms_per_step: float
+    startup_s: float | None
+    measured: str
+
+    @property
+    def work(self) -> float:
+        m = model_preset(self.model)
+        return work_per_token(m.d_model, m.n_layers, self.vocab_size)
+
+
+@functools.cache
+def shipped() -> tuple[Shipped, ...]:
+    with open(SHIPPED, newline="") as f:
+        return tuple(Shipped(r["machine_class"], r["format"], r["model"], int(r["vocab_size"]),
+                             int(r["tokens_per_step"]), int(r["threads"]), r["backend"],
+                             float(r["ms_per_step"]),
+                             float(r["startup_s"]) if r["startup_s"] else None, r["measured"])
+                     for r in csv.DictReader(f))
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A whole run's wall seconds on ``backend``, ``measured`` here or a first estimate from
+    the shipped table (``basis``: the machine class whose step times it scales)."""
+
+    seconds: float
+    backend: str
+    measured: bool
+    basis: str = "this machine's timings"
+
+    def label(self) -> str:
+        return "" if self.measured else f"estimate from {self.basis}"
+
+
+def first_estimate(shape: Shape, steps: int, backend: str) -> Estimate | None:
+    """``steps`` steps of ``shape`` on ``backend`` (``auto``: the sooner CPU backend) from the
+    shipped table's nearest row; None where it holds no row of the format and backend."""
+    if shape.format == "bf16":
+        backend = NO_BACKEND
+    wanted = CPU_BACKENDS if backend == "auto" else (backend,)
+    rows = [r for r in shipped() if r.format == shape.format and r.backend in wanted]
+    if not rows:
+        return None
+    size = shape.work * shape.tokens_per_step
+
+    def distance(r: Shipped) -> tuple[bool, bool, float]:
+        return (r.machine_class != shape.machine_class, r.threads != shape.threads,
+                abs(math.log(size / (r.work * r.tokens_per_step))))
+
+    def seconds(r: Shipped) -> float:
+        return (r.startup_s or 0.0) + steps * _scaled_ms(r, size) / 1000
+
+    nearest = [min((r for r in rows if r.backend == b), key=distance)
+               for b in wanted if any(r.backend == b for r in rows)]
+    best = min(nearest, key=seconds)
+    return Estimate(seconds(best), best.backend, False,
+                    f"the step times shipped for {best.machine_class}")
+
+
+def _scaled_ms(row: Shipped, size: float) -> float:
+    """The row's ms/step scaled to a step of ``size`` (work x tokens per step)."""
+    return row.ms_per_step * size / (row.work * row.tokens_per_step)

@@ -37,6 +37,7 @@ from types import MappingProxyType
 import torch
 from torch.torch_version import TorchVersion
 
+from ..cache import cache_root
 from ..formats.spec import FP4_FORMATS, QuantSpec
 
 # inductor's options for both paths; read-only: aoti_compile_and_package adds its own keys to
@@ -101,14 +102,6 @@ def code(source: str) -> str:
     return ast.dump(tree)
 
 
-def cache_root() -> Path:
-    """The project's per-machine cache: ``$NVFP4_LAB_CACHE``, else
-    ``$XDG_CACHE_HOME/nvfp4-lab`` (default ``~/.cache/nvfp4-lab``)."""
-    if os.environ.get("NVFP4_LAB_CACHE"):
-        return Path(os.environ["NVFP4_LAB_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "nvfp4-lab"
-
-
 def compile_cache_dir() -> Path:
     """Inductor's caches and packaged.py's packages: ``$TORCHINDUCTOR_CACHE_DIR`` if set, else
     ``cache_root()/inductor``, shared by every run on the machine and, unlike inductor's
@@ -116,6 +109,22 @@ def compile_cache_dir() -> Path:
     if os.environ.get("TORCHINDUCTOR_CACHE_DIR"):
         return Path(os.environ["TORCHINDUCTOR_CACHE_DIR"])
     return cache_root() / "inductor"
+
+
+@functools.cache
+def use_compile_cache() -> Path:
+    """Point inductor at ``compile_cache_dir()`` before it first compiles, and return it: its
+    caches through ``TORCHINDUCTOR_CACHE_DIR``, and the precompiled headers of its C++ builds,
+    which torch 2.13 puts in its own default (``torchinductor_<user>`` in the system's temp
+    folder, ``codecache._HEADER_DIR``) whatever that variable says."""
+    root = compile_cache_dir()
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root)
+    from torch._inductor import codecache
+
+    if hasattr(codecache, "_HEADER_DIR"):   # torch 2.13's name; another torch keeps its own
+        codecache._HEADER_DIR = str(root / "precompiled_headers")
+        codecache._HEADER_LOCK_DIR = str(root / "precompiled_headers" / "locks")
+    return root
 
 
 def store_dir() -> Path:

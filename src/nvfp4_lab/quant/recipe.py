@@ -19,6 +19,8 @@ from .plan import operand_plan
 
 RECIPE_FORMATS = ("bf16", "fp8", "mxfp4", "nvfp4")
 BACKENDS = ("auto", "reference", "compiled", "triton")
+# what a run that quantizes nothing records as its backend: none of them runs
+NO_BACKEND = "none"
 WEIGHT_BLOCKS = ("1d", "1d_same_dim", "2d")
 TENSOR_BLOCKS = ("1d", "1d_same_dim")
 PASSES = ("fwd", "bwd", "both")

@@ -69,7 +69,8 @@ class AutoBackend(L.Callback):
                 name, self.reason, self.probing = choice.backend, choice.reason, choice.probe
                 say(f"backend auto: {name} ({choice.reason})")
         if not self.specs:
-            self.reason = "nothing quantized: the backend computes nothing"
+            self.reason = ("nothing quantized: every linear layer runs in high precision, "
+                           "no quantization backend runs")
         # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
         fp32_only = str(trainer.precision).startswith("32")
         self.input_dtypes = (torch.float32,) if fp32_only else (torch.float32, torch.bfloat16)
@@ -109,7 +110,8 @@ class AutoBackend(L.Callback):
         times = cost.cold_start_times(ms, left)
         timed = (f"timed the reference at {ms:.0f} ms/step over steps {step - PROBE}-{step}: "
                  f"the remaining {left} steps ~{times['reference']:.0f} s, compiled ~"
-                 f"{times['compiled']:.0f} s (start-up {cost.COLD_COMPILE_S:.0f} s)")
+                 f"{times['compiled']:.0f} s (start-up {cost.cold_compile_s():.0f} s, the "
+                 f"longest cold compile measured)")
         if times["compiled"] < times["reference"]:
             backend = resolve("auto", self.specs, trainer.strategy.root_device,
                               self.input_dtypes)     # falls back to the reference if it fails
@@ -127,7 +129,7 @@ class AutoBackend(L.Callback):
         over that many steady steps; and the median seconds of its validation passes. A pause
         later in the run (a suspended process, a busy core) moves the medians little and the
         start-up not at all."""
-        if self.key is None or backend not in cost.CPU_BACKENDS or "tokens_per_second" not in df:
+        if self.key is None or backend not in cost.RECORDED or "tokens_per_second" not in df:
             return
         logged = df[df["step"] > self.start_step].dropna(subset=["tokens_per_second"])
         if len(logged) < 3:

@@ -9,7 +9,7 @@ losses 1.0% apart (notebooks/LOG.md). So the class is
     architecture, instruction set, vendor, CPU family        x86_64 AVX512, AMD family 25
 
 and beside it the versions of the packages that compute (torch, numpy). Within one class and
-one set of versions two runs give the same bits; across classes they agree to ~1e-4 relative
+one set of those versions two runs give the same bits; across classes they agree to ~1e-4 relative
 over the first steps and then drift apart as two seeds would. ``info`` prints the class, every
 ``summary.json`` records it (``machine_class``), and the golden-trajectory test keeps one file
 per class (tests/golden/).
@@ -19,10 +19,14 @@ from __future__ import annotations
 import importlib
 import platform
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 VENDORS = {"GenuineIntel": "Intel", "AuthenticAMD": "AMD"}
-VERSIONED = ("torch", "numpy")
+VERSIONED = ("torch", "numpy")        # their kernels compute a run: imported for __version__
+# the distributions that run it (training loop, config, tokenizer, GPU kernels), from their
+# metadata without importing them; one not installed (triton on a CPU box) is left out
+RUNNING = ("lightning", "hydra-core", "tokenizers", "triton")
 
 
 @dataclass(frozen=True)
@@ -85,8 +89,16 @@ def cpuinfo(path: Path = Path("/proc/cpuinfo")) -> dict[str, str]:
 
 
 def versions() -> dict[str, str]:
-    """The versions of the packages whose kernels compute a run, and Python's; a package's own
-    ``__version__``, which names its build where the distribution's does not (torch from
-    PyPI: 2.11.0+cu130, where its metadata says 2.11.0)."""
-    return {"python": platform.python_version(),
-            **{p: importlib.import_module(p).__version__ for p in VERSIONED}}
+    """Python's version, nvfp4-lab's, and those of the packages that compute and run a run.
+    The computing ones by their own ``__version__``, which names their build where the
+    distribution's does not (torch from PyPI: 2.11.0+cu130, where its metadata says 2.11.0)."""
+    from .. import __version__
+
+    found = {"python": platform.python_version(), "nvfp4-lab": __version__,
+             **{p: importlib.import_module(p).__version__ for p in VERSIONED}}
+    for dist in RUNNING:
+        try:
+            found[dist] = version(dist)
+        except PackageNotFoundError:
+            pass
+    return found

@@ -4,7 +4,8 @@ The jobs are expanded as Hydra's basic sweeper will expand them (``rundir.sweep_
 job is composed and typed as the task will (``preflight`` has already refused a bad one), and
 its wall time is estimated from the timings this machine measured for the same quantizers,
 model, batch and threads, for the backend the job will use (``train/sweep_plan.py``). A
-configuration never run here is counted, not guessed: run one job of it to calibrate. A job
+configuration never run here gets a first estimate from the step times shipped for its
+machine class, labelled as one; its first run records this machine's own. A job
 that the sweep directory (``hydra.sweep.dir=...``, Hydra's default job folders) already holds
 finished is listed as done and left out of the total, as the task will skip it. Nothing is
 trained or written.
@@ -78,15 +79,20 @@ def preview(argv: list[str]) -> str:
              + (f"; {len(done)} already done in {sweep}" if done else ""),
              f"{'#':>3}  {'job':<{width}} {'steps':>6}  estimate"]
     for i, (j, name) in enumerate(zip(jobs, names)):
-        est = ("done: skipped" if i in done else f"{duration(j.seconds)} ({j.backend})"
+        est = ("done: skipped" if i in done else
+               f"~{duration(j.seconds)} ({j.backend}" + (f"; {j.estimate})" if j.estimate
+                                                         else ", measured here)")
                if j.seconds is not None else "never run here: no estimate")
         lines.append(f"{i:>3}  {name:<{width}} {j.steps:>6}  {est}")
     known, total = len(plan.known()), plan.total()
     unknown = len(plan.jobs) - known
+    first = sum(bool(j.estimate) for j in plan.known())
     if total is not None:
         lines.append(f"total ~{duration(total)} for {known} of {len(plan.jobs)} jobs to run, "
-                     f"{parallel} at a time" + (f"; {unknown} with a configuration never run "
-                                                f"on this machine" if unknown else ""))
+                     f"{parallel} at a time" + (f"; {unknown} with no estimate" if unknown
+                                                else "")
+                     + (f"; an estimate: {first} never ran on this machine, counted from the "
+                        "step times shipped with the package" if first else ""))
     else:
         lines.append(f"no estimate: none of the {len(plan.jobs)} jobs' configurations has run "
                      f"on this machine")

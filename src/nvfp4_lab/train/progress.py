@@ -65,6 +65,12 @@ class Countdown:
     def start(self, step: int) -> None:
         self._marks = [(time.perf_counter(), step)]
 
+    def mark(self, step: int) -> None:
+        """Note that ``step`` is done now. Marked every step, a compile inside one step (auto's
+        switch after its probe) is a pause among steady steps, not part of the pace."""
+        if self._marks and step > self._marks[-1][1]:
+            self._marks.append((time.perf_counter(), step))
+
     def left(self, step: int, max_steps: int) -> tuple[float, str | None] | None:
         """(seconds left in the job, the sweep's time left as text or None); None before the
         first step."""
@@ -72,7 +78,7 @@ class Countdown:
             return None
         half = (self._marks[0][1] + step) / 2
         first = max(i for i, m in enumerate(self._marks) if m[1] <= half)
-        self._marks.append((time.perf_counter(), step))
+        self.mark(step)
         per_step = _pace(self._marks[first:])
         job = (max_steps - step) * per_step
         p = self.position
@@ -125,6 +131,7 @@ class Speedometer(Callback):
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         step = trainer.global_step
+        self.countdown.mark(step)
         if step % self.every or step == self._step0:
             return
         now = time.perf_counter()

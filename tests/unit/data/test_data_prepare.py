@@ -86,24 +86,6 @@ def test_changed_recipe_is_refused_not_overwritten(pydoc_cfg):
         prepare(pydoc_cfg(val_docs=["if"]))
 
 
-def test_losing_a_race_uses_the_winner(monkeypatch, pydoc_cfg):
-    """Another process finishes first while this one writes: this one's copy is dropped."""
-    cfg = pydoc_cfg()
-    real_write = prepare_mod._write
-    winner = {}
-
-    def write_then_lose(folder, *args):
-        real_write(folder, *args)
-        monkeypatch.setattr(prepare_mod, "_write", real_write)
-        winner["path"] = prepare(cfg)  # "the other process"
-        winner["meta"] = (winner["path"] / "meta.json").read_text()
-    monkeypatch.setattr(prepare_mod, "_write", write_then_lose)
-    path = prepare(cfg)
-    assert path == winner["path"]
-    assert (path / "meta.json").read_text() == winner["meta"]
-    assert os.listdir(path.parent) == [path.name]
-
-
 def test_crash_leaves_nothing(tmp_path, monkeypatch, pydoc_cfg):
     def crash(folder, *args):
         (folder / "train.bin").write_bytes(b"half")
@@ -189,3 +171,81 @@ def test_missing_val_doc_is_reported_before_any_work(tiny_text, tmp_path):
                                          r"poems/sonnet_116.txt"):
         prepare(cfg)
     assert not any(tmp_path.rglob("*.bin"))
+
+
+# --- once per machine ----------------------------------------------------------------------
+
+# prepare() in a fresh process that records each preparation it does in ``log`` and, once
+# ``ready`` holds ``n`` processes, starts with the others; a preparation takes a second more,
+# so that the others arrive while it runs
+PREPARE = """
+import os, sys, time
+from pathlib import Path
+from nvfp4_lab.data import prepared
+from nvfp4_lab.data.config import DataConfig
+
+log, ready, n, cache_dir = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+write = prepared._write
+def counted(folder, *args):
+    with open(log, "a") as f:
+        f.write(f"{os.getpid()}\\n")
+    time.sleep(1.0)
+    write(folder, *args)
+prepared._write = counted
+(ready / str(os.getpid())).touch()
+while len(list(ready.iterdir())) < n:
+    time.sleep(0.02)
+where = {"cache_dir": cache_dir} if cache_dir else {}     # else the default
+print(prepared.prepare(DataConfig(source="pydoc", tokenizer="bytes", **where)))
+"""
+
+
+def _prepare_in(cwds: list[Path], tmp: Path, cache_dir: str = "") -> tuple[list[str], set[Path]]:
+    """Run PREPARE in one process per folder of ``cwds``, all at once: (every preparation
+    logged in ``tmp`` so far, the folders they returned)."""
+    import subprocess
+    import sys
+
+    (tmp / "ready").mkdir(exist_ok=True)
+    for ready in (tmp / "ready").iterdir():
+        ready.unlink()
+    env = {**os.environ, "NVFP4_LAB_CACHE": str(tmp / "cache")}
+    procs = [subprocess.Popen([sys.executable, "-c", PREPARE, str(tmp / "log"), str(tmp / "ready"),
+                               str(len(cwds)), cache_dir], cwd=cwd, env=env, text=True,
+                              stdout=subprocess.PIPE) for cwd in cwds]
+    outs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    log = (tmp / "log").read_text().split() if (tmp / "log").exists() else []
+    return log, {Path(out.strip()).resolve() for out in outs}
+
+
+def test_two_processes_prepare_one_corpus_once(tmp_path):
+    """Two jobs of a sweep that need the same corpus at once: one prepares it, the other
+    waits for it and reuses it."""
+    log, found = _prepare_in([tmp_path, tmp_path], tmp_path, str(tmp_path / "data"))
+    assert len(log) == 1 and found == {(tmp_path / "data" / "pydoc" / "bytes").resolve()}
+    assert load_prepared(found.pop()).meta["splits"]["train"]["tokens"] > 0
+
+
+def test_a_run_from_another_directory_reuses_the_corpus(tmp_path):
+    """By default the corpus is prepared in the user cache, not under the directory the
+    command runs in: a second directory finds it there."""
+    one, two = tmp_path / "one", tmp_path / "two"
+    one.mkdir()
+    two.mkdir()
+    first, found_first = _prepare_in([one], tmp_path)
+    second, found_second = _prepare_in([two], tmp_path)
+    cached = (tmp_path / "cache" / "data" / "pydoc" / "bytes").resolve()
+    assert len(first) == len(second) == 1              # the log holds the first's only
+    assert found_first == found_second == {cached}
+    assert not (one / "outputs").exists() and not (two / "outputs").exists()
+
+
+def test_prepared_bytes_do_not_depend_on_where_they_are_cached(pydoc_dirs, tmp_path):
+    """The published runs' data_fingerprint still names the data prepared in the new place."""
+    cfg, path = pydoc_dirs["bytes"]
+    moved = prepare(DataConfig(source="pydoc", tokenizer="bytes", vocab_size=512,
+                               cache_dir=str(tmp_path / "elsewhere")))
+    assert load_prepared(moved).fingerprint == load_prepared(path).fingerprint
+    for name in ("train.bin", "val.bin", "meta.json"):
+        assert (moved / name).read_bytes() == (path / name).read_bytes()

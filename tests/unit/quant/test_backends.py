@@ -185,19 +185,26 @@ def test_backend_operand_matches_formats():
 
 
 def test_compiled_graphs_are_cached_where_the_project_says(monkeypatch, tmp_path):
-    """Inductor's default cache lives under /tmp; importing quant.compiled points it at a
+    """Inductor's default cache lives under /tmp; a compiled quantizer points it at a
     directory that survives (NVFP4_LAB_CACHE, else ~/.cache/nvfp4-lab), unless the user chose
-    one with TORCHINDUCTOR_CACHE_DIR."""
+    one with TORCHINDUCTOR_CACHE_DIR: its caches and its precompiled headers, which torch
+    otherwise keeps under its own default whatever that variable says."""
     from nvfp4_lab.quant.packaged import compile_cache_dir
 
-    def cache_after_import(**env: str) -> str:
+    def cache_of_a_quantizer(**env: str) -> list[str]:
         base = {k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"}
-        code = "import os, nvfp4_lab.quant.compiled; print(os.environ['TORCHINDUCTOR_CACHE_DIR'])"
+        code = ("import os; from nvfp4_lab.quant import compiled; "
+                "from nvfp4_lab.formats.quantizer import make_spec; "
+                "compiled._compiled(make_spec('nvfp4')); "
+                "from torch._inductor import codecache; "
+                "print(os.environ['TORCHINDUCTOR_CACHE_DIR']); print(codecache._HEADER_DIR)")
         return subprocess.run([sys.executable, "-c", code], env={**base, **env},
-                              capture_output=True, text=True, check=True).stdout.strip()
+                              capture_output=True, text=True, check=True).stdout.split()
 
-    assert cache_after_import(NVFP4_LAB_CACHE=str(tmp_path)) == str(tmp_path / "inductor")
-    assert cache_after_import(TORCHINDUCTOR_CACHE_DIR="/mine") == "/mine"
+    assert cache_of_a_quantizer(NVFP4_LAB_CACHE=str(tmp_path)) == [
+        str(tmp_path / "inductor"), str(tmp_path / "inductor" / "precompiled_headers")]
+    assert cache_of_a_quantizer(TORCHINDUCTOR_CACHE_DIR="/mine") == [
+        "/mine", "/mine/precompiled_headers"]
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.delenv("NVFP4_LAB_CACHE", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))

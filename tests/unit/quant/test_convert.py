@@ -155,6 +155,15 @@ def test_bf16_converts_nothing():
     assert "outside the transformer blocks" in rows["lm_head"].reason
 
 
+def test_a_recipe_that_quantizes_nothing_names_no_backend():
+    """The report (and so summary.json) says what runs: no quantization backend at all, not
+    the one it was handed."""
+    _, report = run(PRESETS["bf16"])
+    assert report.backend == "none" and report.to_dict()["backend"] == "none"
+    _, report = run(PRESETS["nvfp4"])
+    assert report.backend == "reference"
+
+
 # --- errors -------------------------------------------------------------------------------
 
 def test_name_pattern_matching_nothing():
@@ -296,7 +305,7 @@ def test_one_optimizer_step_with_every_preset(name, start):
     base, tokens, ref_grads = start
     model = copy.deepcopy(base)
     report = convert(model, preset(name, backend="reference"))
-    assert report.backend == "reference"
+    assert report.backend == ("none" if name == "bf16" else "reference")
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     loss0 = lm_loss(model, tokens)
     loss0.backward()

@@ -120,6 +120,25 @@ def test_a_package_built_here_is_loaded_by_a_new_quantizer(monkeypatch, tmp_path
     assert_bitwise(got[1], eager[1])
 
 
+@builds
+def test_a_package_build_writes_only_into_the_user_cache(tmp_path):
+    """Everything a build writes, precompiled headers included, lands under NVFP4_LAB_CACHE:
+    nothing in the system's temp folder, where torch keeps its headers by default."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**{k: v for k, v in os.environ.items() if k != "TORCHINDUCTOR_CACHE_DIR"},
+           "NVFP4_LAB_CACHE": str(tmp_path / "cache"), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    code = ("import torch; from nvfp4_lab.quant import compiled; "
+            "compiled.fake_quantize_parts(torch.ones(32, 32), 'nvfp4')")
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, timeout=900)
+    assert list((tmp_path / "cache" / "inductor" / "nvfp4_lab_aoti").glob("*.pt2"))
+    assert list((tmp_path / "cache" / "inductor" / "precompiled_headers").rglob("*.h"))
+    assert not list((tmp_path / "tmp").glob("torchinductor_*"))
+
+
 @needs_compiled
 def test_inputs_a_package_cannot_serve_take_the_fallback():
     spec = SPECS["nvfp4_1d"]

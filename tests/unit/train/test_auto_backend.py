@@ -48,7 +48,7 @@ def test_auto_times_the_reference_then_compiles_if_it_pays(composer, tmp_path, m
     run's to the last bit, and the probe's reference timing is in the ledger."""
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(compile_cache_dir()))  # shared graphs
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "cache"))           # empty ledger
-    monkeypatch.setattr(cost, "COLD_COMPILE_S", cold_compile_s)
+    monkeypatch.setattr(cost, "cold_compile_s", lambda path=None: cold_compile_s)
     steps = WARM + PROBE + 3
     over = [*fast(tmp_path, steps=steps), "quant=nvfp4_base"]
     auto = train(composer([*over, "quant.backend=auto"]), tmp_path / "auto")

@@ -84,3 +84,21 @@ def test_the_layout_is_hashed_as_the_slots_it_makes():
               config_hash(today(ddp), world=4),
               config_hash(today({"trainer": {"strategy": "fsdp"}}), world=2)}
     assert accumulating not in others and len(others) == 3
+
+
+def test_prepared_data_in_the_user_cache_hashes_as_the_old_default():
+    """Prepared data moved from ``${output_root}/data`` (the old default) to the user cache
+    (``data.cache_dir: null``): a run from before still resumes, under any output_root, and
+    the data's place never made another run of it."""
+    assert today()["data"]["cache_dir"] == "outputs/data"      # what the first runs hashed
+    assert config_hash(today({"data": {"cache_dir": None}}), world=1) == RECORDED
+    moved = {"output_root": "/scratch/me", "data": {"cache_dir": "/scratch/me/data"}}
+    assert config_hash(today({**moved, "data": {"cache_dir": None}}), world=1) == \
+        config_hash(today(moved), world=1)
+
+
+def test_the_packaged_configs_put_prepared_data_in_the_user_cache():
+    from nvfp4_lab.configs import conf_dir
+
+    for path in sorted((conf_dir() / "data").glob("*.yaml")):
+        assert OmegaConf.load(path)["cache_dir"] is None, path

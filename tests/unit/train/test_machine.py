@@ -66,3 +66,24 @@ def test_info_prints_the_machine_class_and_the_versions():
     line = next(ln for ln in out.splitlines() if ln.startswith("machine class: "))
     assert line.startswith(f"machine class: {Machine.here().cls} with python ")
     assert f"torch {torch.__version__}" in line
+
+
+def test_versions_name_the_code_and_every_package_that_runs_it():
+    from importlib.metadata import PackageNotFoundError, version
+
+    import lightning
+    import numpy
+
+    import nvfp4_lab
+    from nvfp4_lab.train.machine import versions
+
+    found = versions()
+    assert (found["python"], found["torch"], found["numpy"], found["nvfp4-lab"]) == (
+        platform.python_version(), torch.__version__, numpy.__version__, nvfp4_lab.__version__)
+    assert found["lightning"] == lightning.__version__
+    for dist in ("hydra-core", "tokenizers", "triton"):
+        try:
+            assert found[dist] == version(dist)
+        except PackageNotFoundError:
+            assert dist not in found
+    assert "hydra-core" in found and "tokenizers" in found

@@ -112,3 +112,26 @@ def test_the_bar_shows_whole_tokens_a_readable_lr_and_no_version(tmp_path):
                                           (7830, "2h10m")])
 def test_duration(seconds, text):
     assert duration(seconds) == text
+
+
+def test_the_first_eta_is_the_remaining_steps_at_the_steps_measured_pace(clock, monkeypatch):
+    """A job of 100 steps, logged every 10: 1 s a step, but step 6 took 200 s (auto's
+    switch: compiling after the probe). The first line's time left is the 90 steps left at
+    the 1 s pace the steps ran at, not at 21 s (210 s over 10 steps)."""
+    from types import SimpleNamespace
+
+    import torch
+
+    lines: list[str] = []
+    monkeypatch.setattr(progress, "say", lambda text, terminal=True: lines.append(text))
+    speed = progress.Speedometer(10, tokens_per_step=100, echo=True)
+    trainer = SimpleNamespace(global_step=0, max_steps=100, is_global_zero=True,
+                              callback_metrics={"train_loss": torch.tensor(2.0)})
+    module = SimpleNamespace(log=lambda *args, **kwargs: None)
+    speed.on_train_start(trainer, module)
+    for step in range(1, 11):
+        clock[0] += 200.0 if step == 6 else 1.0
+        trainer.global_step = step
+        speed.on_train_batch_end(trainer, module, None, None, step - 1)
+    (line,) = lines
+    assert line.startswith("step 10/100") and line.endswith(f"eta {duration(90 * 1.0)}")

@@ -74,22 +74,25 @@ def ledger(tmp_path, monkeypatch):
 
 def test_a_job_is_estimated_from_its_recipes_timing_here(ledger):
     """quickstart's BF16 job with trainer.threads=0: 400 steps of 2048 tokens, a validation
-    every 25 (16); two jobs at once on two cores take one thread each. Reference measured
-    for that key at 100 ms/step, 2 s start-up, 0.75 s a validation: 2 + 40 + 12 = 54 s; an
-    unmeasured recipe has no estimate."""
+    every 25 (16); two jobs at once on two cores take one thread each. Before it ran here: a
+    first estimate from the shipped step times, labelled. Then measured for that key at 100
+    ms/step, 2 s start-up, 0.75 s a validation: 2 + 40 + 12 = 54 s, on no backend (nothing is
+    quantized)."""
     register()
     overrides = ["+ablation=quickstart", "quant=bf16", "seed=0", "trainer.threads=0"]
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
         cfg = compose("config", overrides=overrides)
         other = compose("config",
-                        overrides=[*overrides[:1], "quant=nvfp4", *overrides[2:]])
-    assert plan_job(overrides, cfg, parallel=2, cores=2).seconds is None
+                        overrides=[*overrides[:1], "quant=fp8", *overrides[2:]])
+    first = plan_job(overrides, cfg, parallel=2, cores=2)
+    assert first.seconds > 0 and first.estimate.startswith(
+        "estimate from the step times shipped for x86_64 ")
     model = plain(cfg.model, ModelConfig)
     model.vocab_size = 256
     key = cost.run_key([], model, 2048, 1)
-    cost.record(key, "reference", cost.Timing(100.0, 2.0, 0.75))
+    cost.record(key, "none", cost.Timing(100.0, 2.0, 0.75))
     job = plan_job(overrides, cfg, parallel=2, cores=2)
-    assert (job.steps, job.backend) == (400, "reference")
+    assert (job.steps, job.backend, job.estimate) == (400, "none", "")
     assert job.seconds == pytest.approx(54.0)
-    assert plan_job(overrides, cfg, parallel=1, cores=2).seconds is None   # 2 threads: none
-    assert plan_job(overrides, other, parallel=2, cores=2).seconds is None
+    assert plan_job(overrides, cfg, parallel=1, cores=2).estimate   # 2 threads: not measured
+    assert plan_job(overrides, other, parallel=2, cores=2).seconds is None  # no FP8 shipped
