@@ -114,8 +114,8 @@ def figure(gaps: pd.DataFrame, table: pd.DataFrame) -> plt.Figure:
                     gid=f"if_{r}", label=f"{size}: if {r}")
     ax.axhline(0.0, color="0.6", lw=0.8)
     ax.set_xscale("log")
-    ax.set_xticks(sorted(table["steps"].unique()), [f"{s:,}" for s in
-                                                    sorted(table["steps"].unique())])
+    ticks = _ticks(sorted(table["steps"].unique()))
+    ax.set_xticks(list(ticks), list(ticks.values()))
     ax.minorticks_off()
     ax.set_xlabel("optimizer steps (the same tokens per size; tokens a step 512-8192)")
     ax.set_ylabel("(L_NVFP4 - L_BF16) / L_BF16, %\n(positive = NVFP4 worse)")
@@ -123,6 +123,19 @@ def figure(gaps: pd.DataFrame, table: pd.DataFrame) -> plt.Figure:
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
     return fig
+
+
+def _ticks(steps: list[int]) -> dict[int, str]:
+    """One tick per run of step counts within 2% of each other (the sizes' meeting points),
+    labelled with all of them: "452/454"."""
+    out: dict[int, str] = {}
+    first = None
+    for s in steps:
+        if first is not None and s <= first * 1.02:
+            out[first] += f"/{s:,}"
+        else:
+            first, out[s] = s, f"{s:,}"
+    return out
 
 
 def section(runs: pd.DataFrame, out: Path, jobs: int | None) -> list[Part]:
@@ -155,10 +168,12 @@ def section(runs: pd.DataFrame, out: Path, jobs: int | None) -> list[Part]:
 
 
 def _state(runs: pd.DataFrame, done: int, jobs: int | None, seeds: list[int]) -> str:
-    machines = "; ".join(f"{m} ({n} runs)" for m, n in
-                         runs.loc[runs["status"] == "done", "device"].value_counts().items())
+    done_runs = runs[runs["status"] == "done"]
+    machine = done_runs["machine_class"].fillna(done_runs["device"]).fillna("unknown")
+    machines = "; ".join(f"{m} ({n} runs)" for m, n in machine.value_counts().items())
     of = f" of the study's {jobs}" if jobs else ""
-    return (f"{done} runs finished{of}; {len(seeds)} whole seeds (paired in every cell) of "
+    whole = f"{len(seeds)} whole seed{'s' * (len(seeds) != 1)}"
+    return (f"{done} runs finished{of}; {whole} (paired in every cell) of "
             f"the plan's {PLANNED_SEEDS}. On {machines or 'no machine yet'}. Gap = "
             f"(L_NVFP4 - L_BF16) / L_BF16 of the final validation loss, per seed; positive "
             f"= NVFP4 worse. The predictions are the plan's, written before any run "

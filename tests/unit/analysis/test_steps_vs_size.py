@@ -194,3 +194,8 @@ def test_the_matched_steps_ratio_is_the_ratio_of_the_cells_means(runs_factory):
     assert m["ratio"].tolist() == pytest.approx([0.041 / 0.021] * 2)
     assert m["if_size"].tolist() == pytest.approx([(185_024 / 46_432) ** 0.362] * 2)
     assert math.isclose(m["if_size"].iloc[0], 1.649, abs_tol=0.001)
+
+
+def test_step_counts_where_the_sizes_meet_share_one_tick():
+    assert rep._ticks([114, 452, 454, 1807, 1814, 7228]) == {
+        114: "114", 452: "452/454", 1807: "1,807/1,814", 7228: "7,228"}
