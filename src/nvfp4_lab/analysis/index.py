@@ -29,6 +29,11 @@ from .stats import GAP_CONVENTION
 
 V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps, one table each
 V1, BEYOND = Table("v1"), Table("beyond")
+# the pages that tell what the tables do not, linked from the first screen
+PAGES = (("preregistration.md", "the plan, fixed before the runs, and its amendments"),
+         ("discussion.md", "what the findings mean"),
+         ("scaling/report.md", "the scaling study"),
+         ("steps_vs_size/report.md", "steps or size"))
 
 
 def _paper_numbers(r: ClaimResult, paper) -> str:
@@ -227,9 +232,9 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     refresh_shipped(results, data)
     sections = [
         "# Results: the paper's findings at lab scale",
+        found_md(current, results),
         _summary_md(len(ablations), tested, v2, replaced, current),
         "![forest](figures/forest.png)\n\n" + FOREST_CAPTION,
-        _include(results / "preregistration.md"),
         _findings_md(ablations, tested[V1], pending, paper_dir),
         _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),
         _v2_md(v2, tested, replaced),
@@ -240,9 +245,25 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         "## The same claim in several sweeps\n\n" + _machines_md(tables, tested),
         _scale_md(ablations + beyond, v2),
         *(_study_md(results / name, name) for name in STUDIES if (results / name).exists()),
-        _include(results / "discussion.md"),
     ]
     return "\n\n".join(s for s in sections if s) + "\n"
+
+
+def found_md(current: list[tuple[Sweep, ClaimResult]], results: Path) -> str:
+    """The page's first screen: the lab's current answer to each of the paper's claims, by
+    verdict, and where the rest of the story is told."""
+    answers = [(s, r) for s, r in current if r.counted]
+    by_verdict = {w: [f"`{s.name}: {r.claim}`" for s, r in answers if r.verdict == w]
+                  for w in v.VERDICTS}
+    lines = [f"- **{w}** ({len(names)}): {', '.join(names)}"
+             for w, names in by_verdict.items() if names]
+    pages = [f"[{title}]({name})" for name, title in PAGES if (results / name).exists()]
+    return ("## What the lab found\n\n"
+            f"The paper's claims that the lab's scale can test, each at its latest design "
+            f"(the pre-registered design v2 where it ran, else v1; final validation loss), "
+            f"{len(answers)} in all:\n\n" + "\n".join(lines) + "\n\n"
+            "Every claim's numbers are in [claims.csv](claims.csv) and in the tables below. "
+            + (f"The rest is told in its own pages: {', '.join(pages)}." if pages else ""))
 
 
 def _summary_md(published: int, tested: dict[Table, list[ClaimResult]],
@@ -332,10 +353,6 @@ def _v2_md(v2: dict[Table, list[Sweep]], primary: dict[Table, list[ClaimResult]]
 def _study_md(folder: Path, link: str) -> str:
     parts = scaling_report.index_md(folder, link)
     return "\n\n".join(map(markdown, parts))
-
-
-def _include(path: Path) -> str:
-    return path.read_text().strip() if path.exists() else ""
 
 
 def write_index(results: Path, paper_dir: Path | None = None) -> Path:
