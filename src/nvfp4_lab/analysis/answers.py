@@ -118,7 +118,7 @@ def to_buy_md(current: list[tuple[Sweep, ClaimResult]]) -> str:
             "Each paper claim whose current answer is *not resolved*, cheapest first: the "
             "paired seeds for 80% power at the paper's gap (at the measured gap where the "
             "paper gives none; for TOST to pass for a null), from the spread its verdict "
-            "used; the seeds that adds; and their CPU hours on one lane, from the median wall "
+            "used; the seeds that adds; and their CPU hours on one core, from the median wall "
             "time of the claim's two arms in its sweep (`analysis/answers.py`). A design "
             "that buys some of them is pre-registered first (preregistration.md).\n\n"
             "| sweep | claim | seeds run | seeds for 80% | more seeds | CPU h |\n"
