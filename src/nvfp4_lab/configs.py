@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENV = "NVFP4_LAB_CONF"
 PACKAGED = Path(__file__).resolve().parent / "conf"
@@ -64,22 +65,25 @@ def config_groups() -> dict[str, list[str]]:
             for d in sorted(root.iterdir()) if d.is_dir() and any(d.glob("*.yaml"))}
 
 
-def option_settings(group: str) -> dict[str, dict]:
-    """Each option of ``group`` and the settings its file makes (``defaults`` left out)."""
+def _yaml(path: Path) -> Any:
+    """A YAML file as plain containers."""
     from omegaconf import OmegaConf
 
-    def settings(name: str) -> dict:
-        node = OmegaConf.to_container(OmegaConf.load(conf_dir() / group / f"{name}.yaml"))
-        return {k: v for k, v in node.items() if k != "defaults"}
+    return OmegaConf.to_container(OmegaConf.load(path))
+
+
+def option_settings(group: str) -> dict[str, dict[str, Any]]:
+    """Each option of ``group`` and the settings its file makes (``defaults`` left out)."""
+    def settings(name: str) -> dict[str, Any]:
+        node = _yaml(conf_dir() / group / f"{name}.yaml") or {}
+        return {str(k): v for k, v in node.items() if k != "defaults"}
     return {name: settings(name) for name in config_groups()[group]}
 
 
 def default_option(group: str) -> str | None:
     """The option of ``group`` that ``config.yaml`` picks, or None (a group added with +)."""
-    from omegaconf import OmegaConf
-
-    defaults = OmegaConf.to_container(OmegaConf.load(conf_dir() / "config.yaml").defaults)
-    return next((d[group] for d in defaults if isinstance(d, dict) and group in d), None)
+    defaults = _yaml(conf_dir() / "config.yaml").get("defaults") or []
+    return next((str(d[group]) for d in defaults if isinstance(d, dict) and group in d), None)
 
 
 def run_help() -> str:

@@ -305,7 +305,8 @@ def _differences(run: Path, cfg: DictConfig, world: int, old_hash: str) -> str:
     """The keys in which ``cfg`` differs from the run's ``config.yaml``, both values of each;
     the two hashes where that file is missing or the difference lies in the layout alone."""
     path = Path(run) / "config.yaml"
-    changes = config_changes(OmegaConf.load(path), cfg, world=world) if path.is_file() else []
+    old = OmegaConf.load(path) if path.is_file() else None
+    changes = config_changes(old, cfg, world=world) if isinstance(old, DictConfig) else []
     if not changes:
         return f"hash {old_hash}, this one {config_hash(cfg, world=world)}"
     more = len(changes) - MAX_CHANGES

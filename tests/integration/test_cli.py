@@ -119,7 +119,7 @@ class Work:
 
     def __init__(self, root: Path):
         self.root = root
-        self.out = root / "out"                  # output_root of every run: one data cache
+        self.out = root / "out"                  # output_root of every run
         self.logs = root / "logs"
         self.logs.mkdir()
         self.procs: list[Proc] = []
@@ -370,7 +370,8 @@ def test_dry_run_estimates_from_what_a_run_measured(work):
     assert not work.run_dir("dry_timed").exists()
 
 
-def test_run_trains_and_writes_a_complete_run_directory(ref):
+def test_run_trains_and_writes_a_complete_run_directory(ref, monkeypatch):
+    monkeypatch.setenv("NVFP4_LAB_CACHE", str(ref.parents[1] / "lab-cache"))   # the run's (Proc)
     s = summary(ref)
     assert s["status"] == "done" and s["error"] is None, s
     assert s["steps"] == s["max_steps"] == STEPS

@@ -113,7 +113,7 @@ def test_the_interval_covers_the_true_exponent_on_synthetic_studies():
                     rows.append({"size": size, "params": params, "tokens_per_step": PER_STEP[j],
                                  "steps": s, "seed": seed, "rel_gap": g})
         cells = svs.Cells.of(pd.DataFrame(rows), "relative")
-        lo, hi = svs.interval(svs.resampled_c(cells, 400, int(rng.integers(1 << 30))))
+        lo, hi = svs.interval(svs.resampled_c(cells, 200, int(rng.integers(1 << 30))))
         covered += lo <= -0.362 <= hi
     assert 0.88 <= covered / studies <= 0.99
 
