@@ -84,6 +84,7 @@ def run(argv: list[str]) -> int:
 def _job(cfg) -> None:
     """One job of ``run``, in the process Hydra's launcher gives it. A job that cannot start
     ends in one line, not Hydra's traceback."""
+    _quiet_foreign_notices()       # a launcher's worker process never ran main()
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 

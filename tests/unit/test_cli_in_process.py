@@ -47,3 +47,15 @@ def test_the_cli_silences_lightnings_leafspec_notice_and_nothing_else(capsys):
     notices = [w for w in caught if "LeafSpec" in str(w.message)]
     assert [w.filename for w in notices] == [__file__], [(w.filename, w.lineno) for w in notices]
     assert capsys.readouterr().out.startswith("nvfp4-lab ")
+
+
+def test_a_launchers_worker_silences_the_notice_too():
+    """A joblib or submitit worker runs ``_job`` without ``main``: the filter comes with the
+    job."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.resetwarnings()
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError):        # no Hydra config here: the job stops at once
+            cli._job(None)
+        lightning_pytree._tree_flatten(1.0)
+    assert not [w for w in caught if "LeafSpec" in str(w.message)]
