@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import figures, paper_figures, scaling_report
+from . import figures, paper_figures, scaling_report, steps_vs_size_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
@@ -351,7 +351,8 @@ def _v2_md(v2: dict[Table, list[Sweep]], primary: dict[Table, list[ClaimResult]]
 
 
 def _study_md(folder: Path, link: str) -> str:
-    parts = scaling_report.index_md(folder, link)
+    section = {"steps_vs_size": steps_vs_size_report.index_md}.get(link, scaling_report.index_md)
+    parts = section(folder, link)
     return "\n\n".join(map(markdown, parts))
 
 

@@ -220,3 +220,20 @@ def _matched_md(m: pd.DataFrame) -> pd.DataFrame:
         "gap ratio, smaller / larger model [95%]": [f"{r.ratio:.2f} [{r.lo:.2f}, {r.hi:.2f}]"
                                                    for r in m.itertuples()],
         "if size": m["if_size"].map("{:.2f}".format), "if steps": "1.00"})
+
+
+def index_md(folder: Path, link: str) -> list[Part]:
+    """The results index's section on the published study in ``folder`` (linked as
+    ``link``): how many of its planned runs are in, and the exponent its report fitted."""
+    from .scaling_report import grid
+
+    runs, jobs = len(list(folder.glob("*/*/summary.json"))), len(grid(folder))
+    parts: list[Part] = [
+        "## Steps or size as published (results/preregistration.md, Steps or size)",
+        f"[{link}]({link}/report.md): {runs} of the study's {jobs} planned runs published; "
+        "the rest are pending, never estimated."]
+    fit = folder / "tables" / "steps_vs_size_fit.csv"
+    if not fit.exists():
+        return parts + ["No exponent fitted yet: it waits for two seeds in every cell, and the "
+                        f"plan reads the study at {PLANNED_SEEDS} seeds."]
+    return parts + [_fit_md(pd.read_csv(fit, keep_default_na=False))]

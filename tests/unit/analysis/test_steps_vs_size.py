@@ -199,3 +199,19 @@ def test_the_matched_steps_ratio_is_the_ratio_of_the_cells_means(runs_factory):
 def test_step_counts_where_the_sizes_meet_share_one_tick():
     assert rep._ticks([114, 452, 454, 1807, 1814, 7228]) == {
         114: "114", 452: "452/454", 1807: "1,807/1,814", 7228: "7,228"}
+
+
+def test_the_index_counts_the_published_runs_and_shows_the_fit_once_there_is_one(
+        runs_factory, monkeypatch):
+    monkeypatch.setattr(svs, "RESAMPLES", 200)
+    monkeypatch.setattr(svs, "MC_SEEDS", range(3))
+    sweep = _study(runs_factory, lambda size, s, seed: 0.02 + 0.01 * seed)
+    (sweep / "multirun.yaml").write_text(yaml.safe_dump({"hydra": {"sweeper": {"params": {
+        "seed": "0,1,2", "model": "w64,w32", "+tokens_per_step": "t512,t2048,t8192",
+        "quant": "bf16,nvfp4"}}, "overrides": {"task": []}}}))
+    before = rep.index_md(sweep, "steps_vs_size")
+    assert "24 of the study's 36 planned runs" in before[1] and "No exponent" in before[2]
+    write_report([sweep])
+    after = rep.index_md(sweep, "steps_vs_size")
+    fit = pd.read_csv(sweep / "tables" / "steps_vs_size_fit.csv")
+    assert after[2]["c"].tolist() == [f"{c:+.3f}" for c in fit["c"]]
