@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from . import steps_vs_size as svs
+from .scaling import inflated
 from .stats import mean_ci
 
 PLANNED_SEEDS = 8          # the plan's seeds; its reading waits for them (6 if type is lost)
@@ -63,7 +64,7 @@ def matched(gaps: pd.DataFrame, seed: int = svs.SEED,
         for large in table[table["params"] > small.params].itertuples():
             if abs(large.steps / small.steps - 1) > 0.02:
                 continue
-            draws = [svs.inflated(_gaps_of(gaps, c))[rng.integers(0, c.n, (resamples, c.n))]
+            draws = [inflated(_gaps_of(gaps, c))[rng.integers(0, c.n, (resamples, c.n))]
                      for c in (small, large)]
             ratio = draws[0].mean(1) / draws[1].mean(1)
             lo, hi = svs.interval(ratio)
@@ -143,9 +144,10 @@ def section(runs: pd.DataFrame, out: Path, jobs: int | None) -> list[Part]:
     job count when its ``multirun.yaml`` says it); writes its tables and figure under
     ``out``."""
     gaps = svs.paired_gaps(runs)
+    seeds = whole_seeds(gaps)
     done = int((runs["status"] == "done").sum())
     parts: list[Part] = ["## Steps or size: the gap against steps at fixed size and D/N",
-                         _state(runs, done, jobs, whole_seeds(gaps))]
+                         _state(runs, done, jobs, seeds)]
     if gaps.empty or gaps.groupby(["size", "steps"]).ngroups < 2:
         return parts + ["No two cells have paired runs yet."]
     table = cell_table(gaps)
@@ -157,13 +159,13 @@ def section(runs: pd.DataFrame, out: Path, jobs: int | None) -> list[Part]:
     fig.savefig(out / "figures" / "steps_vs_size.png", dpi=150)
     plt.close(fig)
     parts += [_cells_md(table), "![the gap against steps](figures/steps_vs_size.png)"]
-    if min(len(whole_seeds(gaps)), table["n"].min()) < 2:
+    if min(len(seeds), table["n"].min()) < 2:
         return parts + ["The exponent waits for two seeds in every cell."]
     fits = fit_table(gaps)
     fits.to_csv(out / "tables" / "steps_vs_size_fit.csv", index=False)
     both = matched(gaps)
     both.to_csv(out / "tables" / "steps_vs_size_matched.csv", index=False)
-    return parts + [_fit_md(fits), _verdict(fits.iloc[0], len(whole_seeds(gaps))),
+    return parts + [_fit_md(fits), _verdict(fits.iloc[0], len(seeds)),
                     *([_matched_md(both)] if len(both) else [])]
 
 
