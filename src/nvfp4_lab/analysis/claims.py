@@ -30,7 +30,8 @@ from .collect import collect
 from .paper import Claim, PaperResult, load_paper
 from .stats import paired_gaps
 
-METRICS = {"final_val_loss": "final validation loss",
+PRIMARY = "final_val_loss"   # the verdicts' metric; the others are secondary
+METRICS = {PRIMARY: "final validation loss",
            "tail_train_loss": "train loss averaged over the last 10% of steps"}
 
 

@@ -25,11 +25,13 @@ import pandas as pd
 from scipy import stats
 
 from ..configs import paper_dir
+from .claims import PRIMARY
 from .paper import PaperResult
 from .verdicts import seeds_text
 
-CLAIM_COLUMNS = ["table", "sweep", "claim", "kind", "n", "mean", "sd", "lo", "hi", "verdict",
-                 "seeds_measured", "seeds_paper", "machine", "scale", "model", "superseded_by"]
+CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
+                 "verdict", "p_holm", "p_bh", "current", "seeds_measured", "seeds_paper",
+                 "machine", "scale", "model", "superseded_by"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
@@ -52,9 +54,9 @@ def refresh_shipped(results: Path, table: pd.DataFrame) -> Path | None:
 
 def _rows(published: pd.DataFrame, claim) -> pd.DataFrame:
     """The published intervals of ``claim``: those with a spread, not superseded by a larger
-    sweep of the same claims (``answers.superseding``)."""
+    sweep of the same claims (``answers.superseding``), on the verdicts' metric."""
     return published[(published["claim"] == str(claim)) & published["sd"].notna()
-                     & published["superseded_by"].isna()]
+                     & published["superseded_by"].isna() & (published["metric"] == PRIMARY)]
 
 
 def source(design: str, sweep: str) -> str:

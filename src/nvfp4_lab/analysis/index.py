@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import figures, paper_figures, scaling_report, steps_vs_size_report
+from . import discussion, figures, paper_figures, scaling_report, steps_vs_size_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
-from .claims import METRICS, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
+from .claims import METRICS, PRIMARY, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import GAP_METRICS, load_paper
 from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
@@ -197,19 +197,24 @@ def _by_name(tables: dict[Table, list[Sweep]]) -> dict[tuple[Table, str], Sweep]
     return {(t, s.name): s for t, ss in tables.items() for s in ss}
 
 
-def claims_table(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]]
-                 ) -> pd.DataFrame:
-    """Every tested claim as data (``results/claims.csv``): the interval of its verdict, the
-    claim's own per-seed spread, the sweep's machine and scale, the sweep superseding it."""
+def claims_table(tables: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list]],
+                 current: list[tuple[Sweep, ClaimResult]]) -> pd.DataFrame:
+    """Every tested claim as data (``results/claims.csv``), on each metric it was tested on:
+    the interval of its verdict, the claim's own per-seed spread, Holm and BH, whether it is
+    one of the lab's current answers, the sweep's machine and scale, the sweep superseding it."""
     sweeps = _by_name(tables)
-    rows = [{"table": t.design, "sweep": r.sweep, "claim": str(r.claim), "kind": r.claim.kind,
-             "n": r.n, "mean": r.test.mean, "sd": float(np.std(r.gaps, ddof=1)),
-             "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
+    answers = {id(r) for _, r in current}
+    rows = [{"table": t.design, "sweep": r.sweep, "claim": str(r.claim), "metric": metric,
+             "kind": r.claim.kind, "n": r.n, "mean": r.test.mean,
+             "sd": float(np.std(r.gaps, ddof=1)), "lo": r.test.lo, "hi": r.test.hi,
+             "verdict": r.verdict, "p_holm": r.p_holm, "p_bh": r.p_bh,
+             "current": id(r) in answers and r.counted,
              "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
              "machine": sweeps[(t, r.sweep)].machine,
              "scale": scale_text(sweeps[(t, r.sweep)].runs),
              "model": models_text(sweeps[(t, r.sweep)].runs),
              "superseded_by": r.superseded_by or None}
+            for metric, tested in by_metric.items()
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
@@ -225,11 +230,16 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     replaced = superseding(v2)
     tested = supersede(tested, replaced)
     current = current_answers(tables, tested, V1, list(v2))
+    by_metric = {PRIMARY: tested, **{m: supersede(evaluate(v2, m)[0], replaced)
+                                     for m in METRICS if m != PRIMARY and v2}}
     figures.save(paper_figures.forest_figure(forest_table(tested)), results / "figures",
                  "forest", pdf=False)
-    data = claims_table(tables, tested)
+    data = claims_table(tables, by_metric, current)
     data.to_csv(results / "claims.csv", index=False)
     refresh_shipped(results, data)
+    if (results / "discussion.md").is_file():
+        page = results / "discussion.md"
+        page.write_text(discussion.refresh(page.read_text(), data))
     sections = [
         "# Results: the paper's findings at lab scale",
         found_md(current, results),
@@ -237,7 +247,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         "![forest](figures/forest.png)\n\n" + FOREST_CAPTION,
         _findings_md(ablations, tested[V1], pending, paper_dir),
         _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),
-        _v2_md(v2, tested, replaced),
+        _v2_md(v2, by_metric),
         to_buy_md(current),
         "## Comparison classes\n\nThe claims whose paired gaps share one spread "
         "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
@@ -334,18 +344,15 @@ def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],
             else tally(tested))
 
 
-def _v2_md(v2: dict[Table, list[Sweep]], primary: dict[Table, list[ClaimResult]],
-           replaced: dict[str, Sweep]) -> str:
+def _v2_md(v2: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list]]) -> str:
     """The design-v2 tables: the primary metric's verdicts (Holm over the whole page), then
     the paper's metric's (Holm over v2's claims); a superseded sweep's rows say so."""
     if not v2:
         return ""
     parts = ["## Design v2: fresh paired seeds, pre-registered (results/preregistration.md)"]
     for metric, words in METRICS.items():
-        tested = primary if metric == "final_val_loss" else \
-            supersede(evaluate(v2, metric)[0], replaced)
-        rows = [row for t, ss in v2.items() for row in _rows(ss, tested[t], f"{V2}/")]
-        parts.append(f"### {words} ({'primary' if metric == 'final_val_loss' else 'secondary'})"
+        rows = [row for t, ss in v2.items() for row in _rows(ss, by_metric[metric][t], f"{V2}/")]
+        parts.append(f"### {words} ({'primary' if metric == PRIMARY else 'secondary'})"
                      "\n\n" + TABLE_HEAD + "\n" + "\n".join(rows))
     return "\n\n".join(parts)
 

@@ -20,9 +20,11 @@ def phi(x: float) -> float:
     return 0.5 * (1 + math.erf(x / math.sqrt(2)))
 
 
-def published(rows, superseded_by=None, model="nano", sweep="formats") -> pd.DataFrame:
+def published(rows, superseded_by=None, model="nano", sweep="formats",
+              metric="final_val_loss") -> pd.DataFrame:
     """(claim, n, mean, sd) rows as the index writes them."""
-    return pd.DataFrame([{"table": "v1", "sweep": sweep, "claim": c, "kind": "paper", "n": n,
+    return pd.DataFrame([{"table": "v1", "sweep": sweep, "claim": c, "metric": metric,
+                          "kind": "paper", "n": n,
                           "mean": m, "sd": sd, "lo": m - 1, "hi": m + 1, "verdict": "x",
                           "machine": "x86_64 AVX2", "scale": model, "model": model,
                           "superseded_by": superseded_by} for c, n, m, sd in rows],
@@ -38,10 +40,12 @@ def test_one_run_share_by_hand():
 def test_context_says_which_orderings_one_run_can_show():
     paper = load_paper("quickstart")
     gone = published([("nvfp4 < mxfp4", 12, -3.0, 0.5)], superseded_by="big (20 seeds)")
+    other = published([("bf16 < nvfp4", 9, -4.0, 0.5)], metric="tail_train_loss")
     table = pd.concat([published([("bf16 < nvfp4", 8, -1.0, 0.3),
-                                  ("nvfp4 < mxfp4", 3, -0.12, 0.6)]), gone])
+                                  ("nvfp4 < mxfp4", 3, -0.12, 0.6)]), gone, other])
     text = context_md(paper, {"bf16 < nvfp4": -0.8}, table)
     assert "-3.00" not in text and "12 seeds" not in text      # superseded: neither listed nor used
+    assert "-4.00" not in text and "9 seeds" not in text       # another metric than the verdicts'
     bf16, fp4 = (next(li for li in text.splitlines() if li.startswith(f"- `{c}`"))
                  for c in ("bf16 < nvfp4", "nvfp4 < mxfp4"))
     assert "this run -0.80%" in bf16 and f"about {phi(1 / 0.3):.0%}" in bf16
@@ -82,7 +86,8 @@ def test_quickstart_report_places_its_gaps_beside_the_published_ones(runs_factor
         name = f"{r.table} {r.sweep}"
         shown = f"; {name} {r.mean:+.2f} [{r.lo:+.2f}, {r.hi:+.2f}]" in section.replace(
             "Published: ", "; ")
-        assert shown == pd.isna(r.superseded_by), (name, r.superseded_by)
+        verdicts = r.metric == "final_val_loss"
+        assert shown == (pd.isna(r.superseded_by) and verdicts), (name, r.superseded_by)
 
 
 def test_the_package_ships_the_index_claims():

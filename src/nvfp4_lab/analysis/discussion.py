@@ -1,0 +1,102 @@
+"""The numbers of ``results/discussion.md``, written from ``claims.csv`` and nowhere else.
+
+The discussion is prose by hand; every number in it that a verdict rule can change is a
+marked span the index rewrites from the claims table each time it is generated:
+
+    <!--= v2 | formats_nano | bf16 < nvfp4 | gap -->-0.95%<!--/-->
+
+names a row of ``claims.csv`` (table, sweep, claim; a fifth part picks another metric than
+final validation loss) and a field of it (``FIELDS``); ``<!--= count | family -->`` and
+``<!--= count | current | reproduced -->`` count rows. A marker that names no row,
+or a row named twice, stops the generator with the marker's text. A span holds one line.
+
+``unmarked`` lists what a verdict rule could change but sits outside a marker: a bracketed
+interval, a Holm phrase or a count of claims, in the sections above ``DATED`` (the notes per
+ablation, written when each sweep was published, keep the numbers of their day).
+"""
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+import pandas as pd
+
+from .claims import PRIMARY
+
+DATED = "## Notes per ablation"
+MARK = re.compile(r"<!--= (?P<key>[^>]*?) -->(?P<value>[^\n]*?)<!--/-->")
+INTERVAL = re.compile(r"\[[+-]?\d+(?:\.\d+)?, [+-]?\d+(?:\.\d+)?\]")
+HOLM = re.compile(r"surviv\w* (?:Holm|neither)|BH only", re.IGNORECASE)
+COUNT = re.compile(r"\b\d+ claims\b")
+
+
+class DiscussionError(ValueError):
+    """A marker the claims table cannot fill."""
+
+
+def _num(x: float) -> str:
+    return f"{x:+.2f}"
+
+
+def _holm(row: pd.Series) -> str:
+    if row["p_holm"] < 0.05:
+        return "survives Holm"
+    return "BH only" if row["p_bh"] < 0.05 else "survives neither"
+
+
+FIELDS: dict[str, Callable[[pd.Series], str]] = {
+    "gap": lambda r: f"{_num(r['mean'])}%",                      # -1.00%
+    "interval": lambda r: f"[{_num(r['lo'])}, {_num(r['hi'])}]",   # [-1.88, -0.13]
+    "size": lambda r: f"{abs(r['mean']):.2f}%",                  # 1.00%: prose says which way
+    "size_interval": lambda r: "[{:.2f}, {:.2f}]".format(*sorted((abs(r["lo"]), abs(r["hi"])))),
+    "verdict": lambda r: str(r["verdict"]),
+    "holm": _holm,
+    "n": lambda r: str(int(r["n"])),
+}
+
+
+def _count(claims: pd.DataFrame, parts: list[str]) -> str:
+    """``count | family``: the primary rows Holm runs over; ``count | current [| verdict]``:
+    the lab's current answers (of one verdict)."""
+    primary = claims[claims["metric"] == PRIMARY]
+    if parts == ["family"]:
+        return str(len(primary))
+    if parts and parts[0] == "current" and len(parts) <= 2:
+        current = primary[primary["current"].astype(bool)]
+        return str(len(current) if len(parts) == 1 else (current["verdict"] == parts[1]).sum())
+    raise DiscussionError(f"count | {' | '.join(parts)}: not a count (family, current "
+                          "[| verdict])")
+
+
+def _row(claims: pd.DataFrame, table: str, sweep: str, claim: str, metric: str) -> pd.Series:
+    rows = claims[(claims["table"] == table) & (claims["sweep"] == sweep)
+                  & (claims["claim"] == claim) & (claims["metric"] == metric)]
+    if len(rows) != 1:
+        raise DiscussionError(f"{table} | {sweep} | {claim} | {metric}: {len(rows)} rows of "
+                              "claims.csv, one expected")
+    return rows.iloc[0]
+
+
+def value(key: str, claims: pd.DataFrame) -> str:
+    """What the marker ``key`` reads in ``claims``."""
+    parts = [p.strip() for p in key.split("|")]
+    if parts[0] == "count":
+        return _count(claims, parts[1:])
+    if len(parts) not in (4, 5) or parts[3] not in FIELDS:
+        raise DiscussionError(f"<!--= {key} -->: write table | sweep | claim | field "
+                              f"[| metric], field one of {', '.join(FIELDS)}")
+    table, sweep, claim, field = parts[:4]
+    metric = parts[4] if len(parts) == 5 else PRIMARY
+    return FIELDS[field](_row(claims, table, sweep, claim, metric))
+
+
+def refresh(text: str, claims: pd.DataFrame) -> str:
+    """``text`` with every marked span rewritten from ``claims``."""
+    return MARK.sub(lambda m: f"<!--= {m['key']} -->{value(m['key'], claims)}<!--/-->", text)
+
+
+def unmarked(text: str) -> list[str]:
+    """Intervals, Holm phrases and claim counts outside a marker above ``DATED``: numbers
+    nobody rewrites."""
+    head = MARK.sub("", text.split(DATED, 1)[0])
+    return [m.group(0) for pattern in (INTERVAL, HOLM, COUNT) for m in pattern.finditer(head)]

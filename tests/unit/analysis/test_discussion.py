@@ -1,0 +1,97 @@
+"""results/discussion.md's numbers: written from claims.csv, nothing outside a marker."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from nvfp4_lab.analysis import discussion
+from nvfp4_lab.analysis.discussion import DiscussionError, refresh, unmarked
+from nvfp4_lab.analysis.index import write_index
+
+RESULTS = Path(__file__).resolve().parents[3] / "results"
+COLUMNS = ["table", "sweep", "claim", "metric", "n", "mean", "lo", "hi", "verdict", "p_holm",
+           "p_bh", "current"]
+
+
+def _claims() -> pd.DataFrame:
+    rows = [("v1", "formats", "bf16 < nvfp4", "final_val_loss", 3, -1.0033, -1.878, -0.1286,
+             "reproduced", 1.0, 0.072, False),
+            ("v2", "formats_nano", "bf16 < nvfp4", "final_val_loss", 8, -0.9504, -1.3612,
+             -0.5396, "reproduced", 0.0004, 0.0001, True),
+            ("v2", "formats_nano", "fp8 < nvfp4", "final_val_loss", 8, -0.87, -1.31, -0.43,
+             "reproduced", 0.0503, 0.004, True),
+            ("v2", "formats_nano", "bf16 < nvfp4", "tail_train_loss", 8, -1.006, -1.33, -0.69,
+             "reproduced", 0.001, 0.001, False),
+            ("v2", "rht_size_nano", "2 ~ 16", "final_val_loss", 8, 0.05, -0.27, 0.37,
+             "equivalent", 0.2, 0.06, True)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+@pytest.mark.parametrize(("key", "want"), [
+    ("v1 | formats | bf16 < nvfp4 | gap", "-1.00%"),
+    ("v1 | formats | bf16 < nvfp4 | interval", "[-1.88, -0.13]"),
+    ("v1 | formats | bf16 < nvfp4 | size", "1.00%"),
+    ("v1 | formats | bf16 < nvfp4 | size_interval", "[0.13, 1.88]"),
+    ("v1 | formats | bf16 < nvfp4 | holm", "survives neither"),
+    ("v2 | formats_nano | fp8 < nvfp4 | holm", "BH only"),
+    ("v2 | formats_nano | bf16 < nvfp4 | holm", "survives Holm"),
+    ("v2 | formats_nano | bf16 < nvfp4 | gap | tail_train_loss", "-1.01%"),
+    ("v2 | rht_size_nano | 2 ~ 16 | verdict", "equivalent"),
+    ("v2 | rht_size_nano | 2 ~ 16 | n", "8"),
+    ("count | family", "4"),              # the primary rows only
+    ("count | current", "3"),
+    ("count | current | reproduced", "2"),
+    ("count | current | equivalent", "1"),
+])
+def test_a_marker_reads_its_row(key, want):
+    text = f"a gap of <!--= {key} -->stale<!--/--> here"
+    assert refresh(text, _claims()) == f"a gap of <!--= {key} -->{want}<!--/--> here"
+
+
+@pytest.mark.parametrize("key", ["v1 | formats | bf16 < fp8 | gap",            # no such row
+                                 "v1 | formats | bf16 < nvfp4 | mean",         # no such field
+                                 "count | everything"])
+def test_a_marker_the_table_cannot_fill_stops_the_generator_naming_it(key):
+    with pytest.raises(DiscussionError, match=re.escape(key.split(" | ")[0])):
+        refresh(f"<!--= {key} -->x<!--/-->", _claims())
+
+
+def test_a_row_named_twice_is_refused():
+    claims = pd.concat([_claims(), _claims().iloc[:1]])
+    with pytest.raises(DiscussionError, match="2 rows"):
+        refresh("<!--= v1 | formats | bf16 < nvfp4 | gap -->x<!--/-->", claims)
+
+
+@pytest.mark.parametrize("stale", [
+    # the sentences that went stale while written by hand
+    "but not once all 47 claims of the page are tested together",
+    "FP8 beats NVFP4 by 0.87% ([-1.31, -0.43]), both surviving Holm",
+    "E04 branched as the paper's: all five claims resolve, all survive Holm",
+    "consistency's first claim: -0.25 [-0.42, -0.09], survives Holm",
+])
+def test_numbers_outside_a_marker_are_found(stale):
+    assert unmarked(f"## Brief\n\n{stale}\n\n{discussion.DATED}\n\n[1.0, 2.0] then") != []
+
+
+def test_marked_numbers_and_dated_notes_are_not_flagged():
+    text = ("Holm runs over all <!--= count | family -->75<!--/--> claims: "
+            "<!--= v1 | formats | bf16 < nvfp4 | interval -->[-1.88, -0.13]<!--/--> "
+            "(<!--= v1 | formats | bf16 < nvfp4 | holm -->BH only<!--/-->)\n\n"
+            f"{discussion.DATED}\n\nseed 0 survives Holm at -0.30% [-0.36, -0.24]")
+    assert unmarked(text) == []
+
+
+def test_the_committed_discussion_is_what_the_index_writes(tmp_path):
+    """Its numbers are claims.csv's, none sits outside a marker, and regenerating the index
+    from the committed runs leaves the page as committed."""
+    results = tmp_path / "results"
+    shutil.copytree(RESULTS, results)
+    committed = (RESULTS / "discussion.md").read_text()
+    assert unmarked(committed) == []
+    assert discussion.MARK.search(committed)
+    write_index(results)
+    assert (results / "discussion.md").read_text() == committed
