@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
+from . import machines
 from . import verdicts as v
 from .collect import collect
 from .paper import Claim, PaperResult, load_paper
@@ -63,10 +64,9 @@ class Sweep:
 
     @property
     def machine(self) -> str:
-        """The machine its runs recorded ("x86_64 AVX512, Intel(R) Xeon(R) Processor")."""
-        devices = sorted({str(d).removeprefix("cpu (").removesuffix(")").rsplit(", ", 1)[0]
-                          for d in self.runs["device"].dropna()})
-        return "; ".join(devices) or "not recorded"
+        """Its runs' machine class ("x86_64 AVX512, AMD family 25"; "mixed: ..." where they
+        span several: ``machines.label``)."""
+        return machines.label(self.runs.get("machine_class", ()))
 
     def bf16(self, label: str) -> bool:
         return bool((self.runs.loc[self.runs["label"] == label, "recipe"] == "bf16").any())

@@ -10,7 +10,9 @@ mix of run dirs, sweep dirs and globs into three tables:
              best losses, tail_train_loss (the paper's metric: train loss averaged over the
              logged steps of the run's last TAIL of steps), tokens, decay_start (tokens where
              the WSD decay begins), device (the machine, as the run recorded it),
-             machine_class (``train/machine.py``), data.tokenizer and data.vocab_size (what
+             machine_class (``train/machine.py``; for a run that did not record it whole,
+             its results tree's ``machine_classes.csv``: ``machines``), data.tokenizer and
+             data.vocab_size (what
              the loss is per: ``comparable``), params (a transformer's non-embedding
              parameters, from its config's shape)
     curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
@@ -38,6 +40,7 @@ import yaml
 from ..model.config import ModelConfig
 from ..quant.operands import LayerMetric
 from ..rundir import CURVE_COLUMNS, read_metrics
+from .machines import machine_class
 
 TAIL = 0.1   # the share of a run's last steps whose train loss tail_train_loss averages
 # config keys that never distinguish recipes: bookkeeping, logging cadence, hardware
@@ -240,7 +243,7 @@ def collect(paths: list[str | Path]) -> Collection:
                      "decay_start": _decay_start(summary, config),
                      "tail_train_loss": tail_train_loss(metrics, summary.get("max_steps")),
                      "device": summary.get("device"), "params": _params(config),
-                     "machine_class": summary.get("machine_class"),
+                     "machine_class": machine_class(run, summary.get("machine_class")),
                      **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
                                                     "final_val_bpb", "final_train_loss",
                                                     "tokens", "steps", "wall_seconds",

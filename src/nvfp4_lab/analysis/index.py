@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from . import discussion, figures, paper_figures, scaling_report, steps_vs_size_report
+from . import discussion, figures, machines, paper_figures, scaling_report, steps_vs_size_report
 from . import verdicts as v
 from .answers import current_answers, supersede, superseding, to_buy_md
 from .claims import METRICS, PRIMARY, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
@@ -150,8 +150,8 @@ def _pools_md(pools: list[v.Pool]) -> str:
 
 def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[ClaimResult]]
                  ) -> str:
-    """Claims tested in more than one sweep, with the machine of each: where the machines
-    differ, so may the float sums, and a gap is not comparable bit for bit."""
+    """Claims tested in more than one sweep, with the machine class of each: where the classes
+    differ, so do the float sums, and a gap is not comparable bit for bit."""
     by_name = _by_name(tables)
     seen: dict[str, list[tuple[Table, ClaimResult]]] = {}
     for t, rs in results.items():
@@ -162,12 +162,12 @@ def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[Cla
     for claim, where in seen.items():
         if len(where) < 2:
             continue
-        machines = {by_name[(t, r.sweep)].machine for t, r in where}
-        cells = "; ".join(f"{source(t.design, r.sweep)} ({by_name[(t, r.sweep)].machine}): "
-                          f"{signed(r.test.mean)}" for t, r in where)
-        lines.append(f"| `{claim}` | {cells} | "
-                     f"{'different machines' if len(machines) > 1 else 'one machine'} |")
-    return ("| claim | where it was tested (machine): mean claim gap (a - b) / a, % | machines |"
+        labels = [by_name[(t, r.sweep)].machine for t, r in where]
+        cells = "; ".join(f"{source(t.design, r.sweep)} ({m}): {signed(r.test.mean)}"
+                          for (t, r), m in zip(where, labels))
+        lines.append(f"| `{claim}` | {cells} | {machines.agreement(labels)} |")
+    return ("| claim | where it was tested (machine class): mean claim gap (a - b) / a, % | "
+            "machine classes |"
             "\n|---|---|---|\n"
             + "\n".join(lines)) if lines else ""
 
@@ -333,7 +333,8 @@ def _scale_md(sweeps: list[Sweep], v2: dict[Table, list[Sweep]]) -> str:
     """Each published sweep's scale, machine and the command that re-runs it."""
     rows = _scale_rows(sweeps) + _scale_rows([s for ss in v2.values() for s in ss], f"{V2}/")
     return ("## Scale, machine and command of each published sweep\n\n| sweep | scale | "
-            "machine (as its runs recorded it) | re-run (from its multirun.yaml) |\n"
+            "machine class (as recorded, else machine_classes.csv) | re-run (from its "
+            "multirun.yaml) |\n"
             "|---|---|---|---|\n" + ("\n".join(rows) or "| none yet | | | |"))
 
 
