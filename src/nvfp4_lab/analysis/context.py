@@ -29,7 +29,8 @@ from .paper import PaperResult
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "kind", "n", "mean", "sd", "lo", "hi", "verdict",
-                 "seeds_measured", "seeds_paper", "machine", "scale", "model", "superseded_by"]
+                 "seeds_measured", "seeds_paper", "machine", "scale", "model", "superseded_by",
+                 "counted_in", "same_runs_as", "verdict_v2_rule"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
