@@ -280,11 +280,19 @@ def _index(argv: list[str]) -> int:
     try:
         changed = redraw(Path(argv[0]))
         print(f"reports: {len(changed)} redrawn, {sum(changed.values())} changed\n"
-              f"index: {write_index(Path(argv[0]))}")
+              f"index: {write_index(Path(argv[0]), machine_class=_machine_class())}")
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def _machine_class() -> str:
+    """This machine's class (``info``'s "machine class"), which the index sizes fresh seeds
+    for."""
+    from .train.machine import Machine
+
+    return str(Machine.here().cls)
 
 
 def publish(argv: list[str]) -> int:
@@ -307,7 +315,8 @@ def publish(argv: list[str]) -> int:
     try:
         dest = copy_sweep(args.sweep, args.to, args.folder)
         write_report([dest], dest, pdf=False)
-        print(f"published: {dest}\nindex: {write_index(args.to)}")
+        print(f"published: {dest}\nindex: "
+              f"{write_index(args.to, machine_class=_machine_class())}")
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,35 +1,59 @@
-"""The lab's current answer to each claim, and what more seeds of it would buy.
+"""The lab's answer to each claim of the paper, counted once, and what fresh seeds would buy.
 
-A claim's current answer is its latest design's: where a design-v2 sweep of the same ablation
-on the same model tested a v1 claim again, that result replaces v1's (the headline of
-results/README.md counts them). For each answer still *not resolved*, ``to_buy`` gives the
-paired seeds 80% power needs (``verdicts.seeds_needed``, from the spread its verdict used):
-at the paper's gap for a direction (at the measured gap where the paper gives no number), for
-TOST to pass for a null. Then the seeds that adds to those run and their CPU time: one seed of
-the claim's two arms costs the median wall time of each arm's runs in its sweep, on that
-sweep's machine and beside whatever else ran there, so the hours are an estimate of the same
-kind, not a measurement of the new runs.
+Counting once. A finding of the paper is stated by one paper file (``PaperResult.stated``: a
+claim another file repeats names it in ``counted_in``) and may be tested by several sweeps.
+The sweep that owns it is, of those that tested it (testable, not superseded, not a run-for-run
+duplicate), the first by these rules in turn (``OWNER_RULE``, also printed in the index):
 
-Two design-v2 sweeps of one ablation on one model (a partial one on one machine type, a whole
-rerun of the design on another: results/preregistration.md, amendment 6) are never pooled:
-the one with more seeds is the answer and the other stays published, labelled as superseded
-(``superseding``).
+1. a sweep of the ablation whose paper file states the finding;
+2. on the lab scale's model (``LAB_MODEL``);
+3. of the later design: a design-v2 sweep supersedes its v1 sweep;
+4. listed first in the index.
+
+Every other sweep that tested it says "counted in <owner>" and is left out of the counts.
+Two design-v2 sweeps of one ablation on one model (a partial one on one machine type, a
+whole rerun of the design on another: results/preregistration.md, amendment 6) are never
+pooled: the one with more seeds is the answer and the other stays published, labelled as
+superseded (``superseding``).
+
+Fresh seeds. For each answer still *not resolved*, ``to_buy`` sizes a new sweep of the claim's
+two arms on the machine class the index is written on (``nvfp4-lab info``'s "machine class"):
+the paired seeds for 80% power (``verdicts.seeds_needed``, from the spread of the claim's own
+seeds) at ``target_gap``, the paper's gap, or, for a null, for TOST to pass at the margin when
+the true gap is 0; never at the gap just observed, which would size a sweep to find what the
+last one happened to see. A new sweep's seeds are all fresh: runs on another machine type are
+not continued (results/preregistration.md, amendment 2). Their cost is each arm's run
+estimated from the step times shipped for that class (``quant/step_times.csv``,
+``cost.first_estimate``), or not given where none is shipped for an arm's format.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+import pandas as pd
+
+from ..model.presets import model_preset
+from ..quant import cost
 from . import verdicts as v
-from .claims import ClaimResult, Sweep, Table
+from .claims import EARLIER, METRICS, ClaimResult, Sweep, Table
+from .context import source
+
+LAB_MODEL = "nano"          # the lab scale's model (results/preregistration.md, Lab scale)
+OWNER_RULE = ("each finding of the paper is counted once, in the sweep that owns it: of the "
+              "sweeps that tested it, one of the ablation whose paper file states it "
+              f"(`counted_in` in another's file points there), on the lab's model ({LAB_MODEL}), "
+              "of the later design (v2 supersedes v1), listed first; every other sweep that "
+              "tested it says \"counted in\" its owner and is left out of the counts "
+              "(`analysis/answers.py`)")
 
 
 def _design(sweep: Sweep) -> tuple:
     """What a sweep tests: its ablation on its models."""
-    return sweep.paper.ablation, tuple(sorted(sweep.runs["model"].dropna().unique()))
+    return sweep.paper.ablation, _models(sweep)
 
 
-def _key(sweep: Sweep, r: ClaimResult) -> tuple:
-    return *_design(sweep), str(r.claim)
+def _models(sweep: Sweep) -> tuple:
+    return tuple(sorted(sweep.runs["model"].dropna().unique()))
 
 
 def _seeds(sweep: Sweep) -> int:
@@ -56,70 +80,149 @@ def supersede(tested: dict[Table, list[ClaimResult]], replaced: dict[str, Sweep]
                 if r.sweep in replaced else r for r in rs] for t, rs in tested.items()}
 
 
-def current_answers(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]],
-                    v1: Table, v2: list[Table]) -> list[tuple[Sweep, ClaimResult]]:
-    """Each claim of table ``v1`` at its latest design, with its sweep: a claim tested again by
-    a table of ``v2`` (the same ablation, the same model) takes that result; a claim whose arms
-    that table did not run keeps v1's."""
-    def pair(t: Table, r: ClaimResult) -> tuple[Sweep, ClaimResult]:
-        return next(s for s in tables[t] if s.name == r.sweep), r
+def owners(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]]
+           ) -> dict[Table, list[ClaimResult]]:
+    """``tested`` with every paper claim whose finding another sweep owns (``OWNER_RULE``)
+    marked ``counted_in`` that sweep ("v2 formats_nano")."""
+    sweeps = {(t, s.name): s for t, ss in tables.items() for s in ss}
+    best: dict[str, tuple] = {}
+    for order, (t, r) in enumerate((t, r) for t, rs in tested.items() for r in rs):
+        if r.claim.kind != "paper" or not r.testable or r.duplicate_of or r.superseded_by:
+            continue
+        s = sweeps[(t, r.sweep)]
+        stated = s.paper.stated(r.claim)
+        rank = (not stated.startswith(f"{s.paper.ablation}: "), _models(s) != (LAB_MODEL,),
+                t.design != "v2", order)
+        best[stated] = min(best.get(stated, (rank, t, r)), (rank, t, r), key=lambda x: x[0])
 
-    latest = {_key(*pair(v1, r)): pair(v1, r) for r in tested[v1]}
-    for t in v2:
-        latest.update({k: pair(t, r) for r in tested[t] if r.test is not None
-                       and not r.superseded_by and (k := _key(*pair(t, r))) in latest})
-    return list(latest.values())
+    def mark(t: Table, r: ClaimResult) -> ClaimResult:
+        if r.claim.kind != "paper" or r.duplicate_of or r.superseded_by or not r.testable:
+            return r
+        _, owner_t, owner = best[sweeps[(t, r.sweep)].paper.stated(r.claim)]
+        return r if owner is r else replace(r, counted_in=f"{owner_t.design} {owner.sweep}")
+
+    return {t: [mark(t, r) for r in rs] for t, rs in tested.items()}
+
+
+def counted_answers(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]],
+            paper_tables: list[Table]) -> list[tuple[Sweep, ClaimResult]]:
+    """The counted paper claims of ``paper_tables`` (the paper's ablations, not the sources
+    beyond it), each with its sweep, in the index's order."""
+    sweeps = {(t, s.name): s for t, ss in tables.items() for s in ss}
+    return [(sweeps[(t, r.sweep)], r) for t in paper_tables for r in tested[t] if r.counted]
+
+
+def target_gap(r: ClaimResult) -> float | None:
+    """The gap a fresh sweep of a direction claim is sized for: the paper's."""
+    return r.paper_gap
 
 
 @dataclass(frozen=True)
 class Purchase:
-    """An unresolved claim, the paired seeds it needs, and one seed's CPU seconds."""
+    """An unresolved claim, the fresh paired seeds it needs, and one seed's CPU seconds."""
 
     result: ClaimResult
     need: int | None
     seconds_per_seed: float | None
 
     @property
-    def more(self) -> int | None:
-        return None if self.need is None else max(self.need - self.result.n, 0)
-
-    @property
     def hours(self) -> float | None:
-        if self.more is None or self.seconds_per_seed is None or self.need > v.MAX_SEEDS:
+        if self.need is None or self.seconds_per_seed is None or self.need > v.MAX_SEEDS:
             return None
-        return self.more * self.seconds_per_seed / 3600
+        return self.need * self.seconds_per_seed / 3600
 
 
-def seconds_per_seed(sweep: Sweep, r: ClaimResult) -> float | None:
-    """The median wall seconds of each of the claim's two arms in its sweep, summed."""
-    runs = sweep.runs.dropna(subset=["wall_seconds"])
-    medians = [runs.loc[runs["label"] == lb, "wall_seconds"].median()
-               for lb in (r.claim.better, r.claim.worse)]
-    return None if any(m != m for m in medians) else float(sum(medians))
+def fresh_seeds(r: ClaimResult) -> int | None:
+    """The paired seeds for 80% power at ``target_gap`` (a null: for TOST at the margin), from
+    the claim's own spread."""
+    if r.claim.same:
+        return v.seeds_needed(0.0, r.test.sd, equivalence=True)
+    return v.seeds_needed(target_gap(r), r.test.sd)
 
 
-def to_buy(current: list[tuple[Sweep, ClaimResult]]) -> list[Purchase]:
-    """The not-resolved paper claims among ``current``, cheapest to resolve first."""
-    out = [Purchase(r, r.seeds_measured if r.claim.same or r.seeds_paper is None
-                    else r.seeds_paper, seconds_per_seed(s, r)) for s, r in current
-           if r.verdict == "not resolved" and r.claim.kind == "paper" and r.once]
+def seed_seconds(sweep: Sweep, r: ClaimResult, machine_class: str) -> float | None:
+    """One fresh seed of the claim's two arms on ``machine_class``, each arm's run estimated
+    from the step times shipped for that class; None where it ships none for an arm."""
+    total = 0.0
+    for label in (r.claim.better, r.claim.worse):
+        runs = sweep.runs[sweep.runs["label"] == label]
+        shape = _shape(runs, machine_class)
+        est = None if shape is None else cost.first_estimate(
+            shape, int(runs["steps"].median()), "auto")
+        if est is None or est.machine_class != machine_class:
+            return None
+        total += est.seconds
+    return total
+
+
+def _shape(runs: pd.DataFrame, machine_class: str) -> cost.Shape | None:
+    """An arm's runs as the shipped step times are matched: one thread, as the lab runs; None
+    where they did not record what that needs."""
+    needed = ["model", "data.vocab_size", "quant.format", "tokens", "steps"]
+    if runs.empty or runs[needed].iloc[0].isna().any():
+        return None
+    first = runs.iloc[0]
+    model = model_preset(first["model"])
+    work = cost.work_per_token(model.d_model, model.n_layers, int(first["data.vocab_size"]))
+    return cost.Shape(machine_class, first["quant.format"], work,
+                      int(first["tokens"] // first["steps"]), 1)
+
+
+def to_buy(current: list[tuple[Sweep, ClaimResult]], machine_class: str
+           ) -> list[Purchase]:
+    """The not-resolved claims among ``current``, cheapest to resolve first."""
+    out = [Purchase(r, fresh_seeds(r), seed_seconds(s, r, machine_class))
+           for s, r in current if r.verdict == "not resolved" and r.test is not None]
     return sorted(out, key=lambda p: (p.hours is None, p.hours or 0.0, str(p.result.claim)))
 
 
-def to_buy_md(current: list[tuple[Sweep, ClaimResult]]) -> str:
+def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> str:
     """The index's section: one row per purchase."""
     rows = [f"| {p.result.sweep} | `{p.result.claim}` | {p.result.n} | "
-            f"{v.seeds_text(p.need) or '-'}{' (TOST)' if p.result.claim.same else ''} | "
-            f"{v.seeds_text(p.more) or '-'} | "
-            f"{'-' if p.hours is None else f'{p.hours:.1f}'} |" for p in to_buy(current)]
+            f"{_target(p.result)} | {p.result.test.sd:.2f} | {v.seeds_text(p.need) or '—'} | "
+            f"{'—' if p.hours is None else f'{p.hours:.1f}'} |"
+            for p in to_buy(current, machine_class)]
     if not rows:
         return ""
-    return ("## What more seeds would buy\n\n"
-            "Each paper claim whose current answer is *not resolved*, cheapest first: the "
-            "paired seeds for 80% power at the paper's gap (at the measured gap where the "
-            "paper gives none; for TOST to pass for a null), from the spread its verdict "
-            "used; the seeds that adds; and their CPU hours on one core, from the median wall "
-            "time of the claim's two arms in its sweep (`analysis/answers.py`). A design "
-            "that buys some of them is pre-registered first (preregistration.md).\n\n"
-            "| sweep | claim | seeds run | seeds for 80% | more seeds | CPU h |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
+    return ("## What fresh seeds would buy\n\n"
+            "Each paper claim whose answer is *not resolved*, cheapest first: the paired seeds "
+            f"a new sweep of its two arms on this machine class ({machine_class}) needs for 80% "
+            "power at the paper's gap, or, for a null, for TOST to pass at "
+            f"±{v.MARGIN_PCT}% when the true gap is 0 — never at the gap just observed — from "
+            "the spread (sd, points) of the claim's own seeds; a claim whose paper gives no "
+            "gap has no size to aim at (—). All its seeds are fresh: runs made on another "
+            "machine type are not continued. CPU hours on one core, each arm's run estimated "
+            "from the step times shipped for this class (`quant/step_times.csv`; — where none "
+            "is shipped for an arm's format). A design that buys some of them is "
+            "pre-registered first (preregistration.md).\n\n"
+            "| sweep | claim | seeds run | target gap | sd | fresh seeds for 80% | CPU h |\n"
+            "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+
+
+def _target(r: ClaimResult) -> str:
+    if r.claim.same:
+        return f"TOST ±{v.MARGIN_PCT}"
+    gap = target_gap(r)
+    return "—" if gap is None else f"paper {gap:+.2f}"
+
+
+def rule_md(by_metric: dict[str, dict[Table, list[ClaimResult]]]) -> str:
+    """How the verdicts are formed, and each verdict amendment 8 changed."""
+    changed = [f"| {source(t.design, r.sweep)} | `{r.claim}` | {METRICS[m]} | "
+               f"{r.verdict_v2_rule} | {r.verdict} |"
+               for m, tested in by_metric.items() for t, rs in tested.items() for r in rs
+               if r.verdict_v2_rule and r.verdict_v2_rule != r.verdict]
+    table = ("\n\n| sweep | claim | metric | published under the earlier rule | now |\n"
+             "|---|---|---|---|---|\n" + "\n".join(changed)) if changed else ""
+    return ("## How the verdicts are formed\n\n"
+            "Each claim's interval uses its own spread, Student's t with n - 1 degrees of "
+            "freedom; no spread is pooled across claims and no pretest picks the rule "
+            "(results/preregistration.md, amendment 8). Simulated at 3 seeds, this interval "
+            "covers 95% with equal spreads and 95% when one claim's spread is twice the "
+            "others'; the rule it replaced (pooled where Bartlett's check passed) covers 86% "
+            "there, and a spread fixed in advance 78% (`analysis/coverage.py`, "
+            "`analysis/verdicts.py`). A null is *equivalent* when its 90% interval lies inside "
+            f"±{v.MARGIN_PCT}%, even where its 95% interval excludes 0 (its notes say both). "
+            f"Counting: {OWNER_RULE}. The verdicts published under the earlier rule stay in "
+            f"[claims.csv](claims.csv) (`verdict_v2_rule`) and [{EARLIER}]({EARLIER}); those "
+            "it changed:" + (table or " none."))

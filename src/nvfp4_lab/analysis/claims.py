@@ -1,19 +1,17 @@
-"""Every claim of a set of published sweeps tested together: per-claim gaps, the pooled spread
-of each comparison class, verdicts, multiplicity, the seeds each claim needs, and which claims
-count in a headline.
+"""Every claim of a set of published sweeps tested together: per-claim gaps, verdicts,
+multiplicity, the seeds each claim needs, and which claims count in a headline.
 
 A sweep's claims come from its paper entry (``paper.load_paper``: the paper's claims, its size
 claims, the lab's own). Each is tested on the paired gaps of ``metric`` between its two labels
-(``claim_gaps``) with the arithmetic of ``verdicts``. Testing them *together* is what
-makes three things possible: a pooled variance per comparison class (FP4 against FP4, or
-against BF16, within one table), Holm and Benjamini-Hochberg over every tested claim, and
-counting each computation once: a claim whose per-seed losses equal, bit for bit, those of a
-claim listed before it (the same runs reached through two ablations) is a duplicate and is
-not counted again.
+(``claim_gaps``), on its own spread, with the arithmetic of ``verdicts``. Testing them
+*together* is what makes two things possible: Holm and Benjamini-Hochberg over every tested
+claim, and one verdict per computation: a claim whose per-seed losses equal, bit for bit, those
+of a claim listed before it (the same runs reached through two ablations) is a duplicate, takes
+that claim's verdict and is not counted again.
 
 A claim counts in a headline when it is the paper's (not a size, not ours), testable (its arms
-ran and differ), not a duplicate and not superseded by a larger sweep of the same claims
-(``answers.superseding``).
+ran and differ), not a duplicate, not superseded by a larger sweep of the same claims
+(``answers.superseding``) and not counted in another sweep that owns it (``answers.owners``).
 """
 from __future__ import annotations
 
@@ -34,6 +32,9 @@ from .stats import paired_gaps
 PRIMARY = "final_val_loss"   # the verdicts' metric; the others are secondary
 METRICS = {PRIMARY: "final validation loss",
            "tail_train_loss": "train loss averaged over the last 10% of steps"}
+# results/: each claim's verdict as published under design v2's rule (pooled where Bartlett's
+# check passed; a null's 95% interval before its TOST), kept when amendment 8 replaced it
+EARLIER = "verdicts_v2_rule.csv"
 
 
 @dataclass(frozen=True)
@@ -102,7 +103,6 @@ class ClaimResult:
 
     sweep: str
     claim: Claim
-    cls: str
     verdict: str
     gaps: tuple[float, ...] = ()
     test: v.GapTest | None = None
@@ -115,6 +115,8 @@ class ClaimResult:
     note: str = ""
     duplicate_of: str = ""
     superseded_by: str = ""     # a larger sweep of the same claims (answers.superseding)
+    counted_in: str = ""        # the sweep that owns the paper claim (answers.owners)
+    verdict_v2_rule: str = ""   # as published under design v2's pooled rule (``earlier``)
     key: tuple = ()
 
     @property
@@ -131,8 +133,9 @@ class ClaimResult:
 
     @property
     def once(self) -> bool:
-        """Not the same computation as a claim before it, nor replaced by a larger sweep."""
-        return not self.duplicate_of and not self.superseded_by
+        """Not the same computation as a claim before it, nor replaced by a larger sweep, nor
+        counted in the sweep that owns it."""
+        return not self.duplicate_of and not self.superseded_by and not self.counted_in
 
     @property
     def holm_survives(self) -> bool:
@@ -153,12 +156,12 @@ def claim_gaps(runs: pd.DataFrame, claim: Claim, metric: str) -> pd.DataFrame:
     return mine[["seed", "baseline_value", "value"]].assign(gap=(a - b) / a * 100.0)
 
 
-def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
-    """A claim before pooling: its gaps, or the verdict that needs none."""
+def _first(sweep: Sweep, claim: Claim, metric: str) -> ClaimResult:
+    """A claim before its test: its gaps, or the verdict that needs none."""
     labels = set(sweep.runs["label"])
     missing = [lb for lb in (claim.better, claim.worse)
                if lb not in labels and lb not in sweep.diverged]
-    base = ClaimResult(sweep.name, claim, cls, "not run", paper_gap=sweep.paper.gap(claim))
+    base = ClaimResult(sweep.name, claim, "not run", paper_gap=sweep.paper.gap(claim))
     if missing:
         return replace(base, note=f"no runs of {', '.join(missing)}")
     div = sweep.diverged & {claim.better, claim.worse}
@@ -178,56 +181,67 @@ def _first(sweep: Sweep, claim: Claim, metric: str, cls: str) -> ClaimResult:
     return replace(base, verdict=word, gaps=values, key=key, note=late)
 
 
-def _tested(r: ClaimResult, pool: v.Pool | None) -> ClaimResult:
-    test = v.gap_test(np.array(r.gaps), pool)
+def _tested(r: ClaimResult) -> ClaimResult:
+    test = v.gap_test(np.array(r.gaps))
     word = v.verdict(r.claim.same, test, r.paper_gap)
     if r.claim.same:      # seeds for TOST to pass if the true gap is 0
         measured = paper = v.seeds_needed(0.0, test.sd, equivalence=True)
     else:
         measured, paper = (v.seeds_needed(test.mean, test.sd),
                            v.seeds_needed(r.paper_gap, test.sd))
-    return replace(r, test=test, verdict=word,
+    note = "; ".join(n for n in (v.note(r.claim.same, word, test), r.note) if n)
+    return replace(r, test=test, verdict=word, note=note,
                    p=v.verdict_p(r.claim.same, word, test, r.paper_gap),
                    seeds_measured=measured, seeds_paper=paper)
 
 
-def _cls(sweep: Sweep, claim: Claim) -> str:
-    """The comparison class (results/preregistration.md, Design v2): one sweep's claims
-    against BF16, or its claims between quantized arms."""
-    vs = "vs BF16" if sweep.bf16(claim.better) or sweep.bf16(claim.worse) else "FP4 vs FP4"
-    return f"{sweep.folder.parent.name}/{sweep.name}: {vs}" if sweep.folder.parent.name == "v2" \
-        else f"{sweep.name}: {vs}"
-
-
 def evaluate(tables: dict[Table, list[Sweep]], metric: str = "final_val_loss"
-             ) -> tuple[dict[Table, list[ClaimResult]], list[v.Pool]]:
-    """Test every claim of every sweep, table by table; each sweep's claims form its two
-    comparison classes; Holm and BH run over all tested claims of all tables. Returns the
-    results by table, in the sweeps' and claims' order, and the pools."""
-    first = {t: [_first(s, c, metric, _cls(s, c)) for s in sweeps for c in s.paper.claims]
+             ) -> dict[Table, list[ClaimResult]]:
+    """Test every claim of every sweep, table by table, each on its own spread; Holm and BH
+    over all tested claims of all tables; a paper claim with the per-seed losses of one listed
+    before it takes that one's verdict (``_once``). The results by table, in the sweeps' and
+    claims' order."""
+    first = {t: [_first(s, c, metric) for s in sweeps for c in s.paper.claims]
              for t, sweeps in tables.items()}
-    flat = [r for rs in first.values() for r in rs]
-    pending = [r for r in flat if r.verdict == "pending"]
-    pools = [v.pool(cls, [np.array(r.gaps) for r in pending if r.cls == cls])
-             for cls in dict.fromkeys(r.cls for r in pending)]
-    by_cls = {p.cls: p for p in pools}
-    done = {id(r): _tested(r, by_cls[r.cls]) for r in pending}
-    results = {t: [done.get(id(r), r) for r in rs] for t, rs in first.items()}
+    results = {t: [_tested(r) if r.verdict == "pending" else r for r in rs]
+               for t, rs in first.items()}
+    results = _once(results)
     tested = [r for rs in results.values() for r in rs if r.test is not None]
-    holm, bh = v.holm([r.p for r in tested]), v.bh([r.p for r in tested])
-    adjusted = {(r.sweep, str(r.claim)): (h, b) for r, h, b in zip(tested, holm, bh)}
-    first_of: dict[tuple, str] = {}     # per-seed losses -> the first paper claim with them
+    p = [r.p for r in tested]
+    adjusted = dict(zip(map(id, tested), zip(v.holm(p), v.bh(p))))
+    nan = (math.nan, math.nan)
+    return {t: [replace(r, **dict(zip(("p_holm", "p_bh"), adjusted.get(id(r), nan))))
+                for r in rs] for t, rs in results.items()}
+
+
+def _once(results: dict[Table, list[ClaimResult]]) -> dict[Table, list[ClaimResult]]:
+    """Each paper claim whose per-seed losses equal those of a paper claim of the same kind
+    (``<`` or ``~``) listed before it, marked ``duplicate_of`` that one and given its verdict
+    and p: the same runs, one verdict, counted once."""
+    first_of: dict[tuple, ClaimResult] = {}
     out = {}
     for t, rs in results.items():
         out[t] = []
         for r in rs:
-            h, b = adjusted.get((r.sweep, str(r.claim)), (math.nan, math.nan))
-            name = f"{r.sweep}: {r.claim}"
-            if r.key and r.claim.kind == "paper":
-                name = first_of.setdefault(r.key, name)
-            dup = "" if name == f"{r.sweep}: {r.claim}" else name
-            out[t].append(replace(r, p_holm=h, p_bh=b, duplicate_of=dup))
-    return out, pools
+            same_runs = (r.key, r.claim.same)
+            orig = first_of.setdefault(same_runs, r) if r.key and r.claim.kind == "paper" else r
+            out[t].append(r if orig is r else replace(
+                r, verdict=orig.verdict, p=orig.p, duplicate_of=f"{orig.sweep}: {orig.claim}"))
+    return out
+
+
+def earlier(tested: dict[Table, list[ClaimResult]], results: Path, metric: str
+            ) -> dict[Table, list[ClaimResult]]:
+    """``tested`` with each claim's verdict under design v2's rule (``EARLIER``), where one
+    was published for it on ``metric``."""
+    path = results / EARLIER
+    if not path.is_file():
+        return tested
+    old = pd.read_csv(path)
+    old = old[old["metric"] == metric]
+    words = dict(zip(zip(old["table"], old["sweep"], old["claim"]), old["verdict"]))
+    return {t: [replace(r, verdict_v2_rule=words.get((t.design, r.sweep, str(r.claim)), ""))
+                for r in rs] for t, rs in tested.items()}
 
 
 def tally(results: list[ClaimResult], kind: str = "paper") -> str:

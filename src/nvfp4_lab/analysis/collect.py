@@ -12,9 +12,8 @@ mix of run dirs, sweep dirs and globs into three tables:
              the WSD decay begins), device (the machine, as the run recorded it),
              machine_class (``train/machine.py``; for a run that did not record it whole,
              its results tree's ``machine_classes.csv``: ``machines``), data.tokenizer and
-             data.vocab_size (what
-             the loss is per: ``comparable``), params (a transformer's non-embedding
-             parameters, from its config's shape)
+             data.vocab_size (what the loss is per: ``comparable``), quant.format, params (a
+             transformer's non-embedding parameters, from its config's shape)
     curves   one row per run per logged step: run, label, seed, step, tokens, train_loss,
              val_loss, val_bpb, lr
     layers   per-layer quantization error by depth when the runs logged statistics
@@ -278,8 +277,8 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
             "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
             "steps", "decay_start", "device", "params", "wall_seconds", "tokens_per_second",
-            "backend", "model", "machine_class", "data.tokenizer", "data.vocab_size", "name",
-            "path"]
+            "backend", "model", "machine_class", "data.tokenizer", "data.vocab_size",
+            "quant.format", "name", "path"]
     runs = _launch_order(runs.reindex(columns=list(dict.fromkeys(keep))))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")

@@ -31,7 +31,8 @@ from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
                  "verdict", "p_holm", "p_bh", "current", "seeds_measured", "seeds_paper",
-                 "machine", "scale", "model", "superseded_by"]
+                 "machine", "scale", "model", "superseded_by", "counted_in", "same_runs_as",
+                 "verdict_v2_rule"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 

@@ -1,4 +1,5 @@
-"""The numbers of ``results/discussion.md``, written from ``claims.csv`` and nowhere else.
+"""The numbers of ``results/discussion.md``, written from ``claims.csv`` and nowhere else, and
+the claim intervals the pre-registration's status lines quote, checked against it.
 
 The discussion is prose by hand; every number in it that a verdict rule can change is a
 marked span the index rewrites from the claims table each time it is generated:
@@ -13,6 +14,10 @@ or a row named twice, stops the generator with the marker's text. A span holds o
 ``unmarked`` lists what a verdict rule could change but sits outside a marker: a bracketed
 interval, a Holm phrase or a count of claims, in the sections above ``DATED`` (the notes per
 ablation, written when each sweep was published, keep the numbers of their day).
+
+The pre-registration is written once and never regenerated; ``quoted_disagreements`` lists each
+claim interval its status lines quote that ``claims.csv`` does not hold, or whose Holm phrase
+the row's Holm and BH p-values contradict.
 """
 from __future__ import annotations
 
@@ -26,7 +31,7 @@ from .claims import PRIMARY
 DATED = "## Notes per ablation"
 MARK = re.compile(r"<!--= (?P<key>[^>]*?) -->(?P<value>[^\n]*?)<!--/-->")
 INTERVAL = re.compile(r"\[[+-]?\d+(?:\.\d+)?, [+-]?\d+(?:\.\d+)?\]")
-HOLM = re.compile(r"surviv\w* (?:Holm|neither)|BH only", re.IGNORECASE)
+HOLM = re.compile(r"surviv\w* (?:BH, not Holm|Holm|neither)|BH only", re.IGNORECASE)
 COUNT = re.compile(r"\b\d+ claims\b")
 
 
@@ -100,3 +105,32 @@ def unmarked(text: str) -> list[str]:
     nobody rewrites."""
     head = MARK.sub("", text.split(DATED, 1)[0])
     return [m.group(0) for pattern in (INTERVAL, HOLM, COUNT) for m in pattern.finditer(head)]
+
+
+QUOTED = re.compile(r"(?P<pooled>pooled )?(?P<mean>[+-]?\d+\.\d\d) \[(?P<lo>[+-]?\d+\.\d\d), "
+                    r"(?P<hi>[+-]?\d+\.\d\d)\](?P<after>[^.;(]{0,40})")
+LAWS = "## Scaling study"      # from here on the status lines quote laws' fits, not claims
+
+
+def quoted_disagreements(plan: str, claims: pd.DataFrame) -> list[str]:
+    """The claim intervals that the pre-registration's status lines quote by hand (``m [lo,
+    hi]``; an interval marked "pooled" is the earlier rule's and is left as written) that no
+    row of ``claims`` holds, or whose Holm phrase the row's p-values contradict."""
+    status = [p.replace("\n", " ") for p in re.split(r"\n\s*\n", plan.split(LAWS, 1)[0])
+              if p.startswith("Status")]
+    return [f"{m.group(0).strip()}: {why}" for p in status for m in QUOTED.finditer(p)
+            if not m["pooled"] and (why := _disagrees(m, claims))]
+
+
+def _disagrees(m: re.Match, claims: pd.DataFrame) -> str:
+    rows = claims[(claims["mean"].round(2) == float(m["mean"]))
+                  & (claims["lo"].round(2) == float(m["lo"]))
+                  & (claims["hi"].round(2) == float(m["hi"]))]
+    if rows.empty:
+        return "no claim row has this interval"
+    said = HOLM.search(m["after"])
+    if said is None:
+        return ""
+    says = "BH only" if said.group(0).endswith("BH, not Holm") else said.group(0)
+    return "" if any(_holm(r) == says for _, r in rows.iterrows()) else \
+        f"says {said.group(0)!r}, claims.csv: {_holm(rows.iloc[0])}"

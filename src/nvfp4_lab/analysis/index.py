@@ -3,9 +3,10 @@
 ``nvfp4-lab plot --index results/`` writes the index from the folders ``publish`` made: the
 paper's ablations in the order of ``ABLATIONS``, the comparisons beyond the paper
 (``BEYOND_PAPER``), and the design-v2 sweeps under ``results/v2/``
-(results/preregistration.md), each claim tested by ``analysis.claims`` (verdicts, pooled
-spreads, Holm and BH, seeds needed: ``analysis.verdicts``) on final validation loss, v2 also on
-the paper's averaged train loss, and the headline figure ``figures/forest.png``. An ablation
+(results/preregistration.md), each claim tested by ``analysis.claims`` (verdicts on each
+claim's own spread, Holm and BH, seeds needed: ``analysis.verdicts``) on final validation
+loss, v2 also on the paper's averaged train loss, each finding of the paper counted once
+(``answers.owners``), and the headline figure ``figures/forest.png``. An ablation
 without a published folder is listed as pending. A study (``STUDIES``) gets a section of its
 own.
 """
@@ -14,15 +15,24 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from . import discussion, figures, machines, paper_figures, scaling_report, steps_vs_size_report
 from . import verdicts as v
-from .answers import current_answers, supersede, superseding, to_buy_md
-from .claims import METRICS, PRIMARY, ClaimResult, Sweep, Table, evaluate, load_sweep, tally
+from .answers import counted_answers, owners, rule_md, supersede, superseding, to_buy_md
+from .claims import (
+    METRICS,
+    PRIMARY,
+    ClaimResult,
+    Sweep,
+    Table,
+    earlier,
+    evaluate,
+    load_sweep,
+    tally,
+)
 from .context import CLAIM_COLUMNS, refresh_shipped, source
-from .paper import GAP_METRICS, load_paper
+from .paper import GAP_METRICS, load_all, load_paper
 from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
 from .sections import markdown, models_text, scale_text, signed
 from .stats import GAP_CONVENTION
@@ -60,22 +70,25 @@ def _ours(r: ClaimResult) -> str:
     if r.test is None:
         return r.note or f"{r.n} seeds"
     t = r.test
-    own = v.gap_test(np.array(r.gaps))
-    pooled = f"; pooled [{signed(t.lo)}, {signed(t.hi)}]" if t.pooled else ""
-    return f"{signed(t.mean)} [{signed(own.lo)}, {signed(own.hi)}]{pooled}, {r.n} seeds"
+    return f"{signed(t.mean)} [{signed(t.lo)}, {signed(t.hi)}], {r.n} seeds"
 
 
 def _flags(r: ClaimResult) -> str:
-    """What a reader must know beside the verdict: kind, duplicate, Holm."""
+    """What a reader must know beside the verdict: kind, duplicate, owner, the verdict of the
+    earlier rule, Holm."""
     out = []
     if r.claim.kind != "paper":
         out.append({"size": "size claim", "ours": "ours: not the paper's"}[r.claim.kind])
     if r.duplicate_of:
-        out.append(f"same runs as {r.duplicate_of}")
+        out.append(f"same runs as {r.duplicate_of}: its verdict")
     if r.superseded_by:
         out.append(f"partial result, not counted: superseded by {r.superseded_by}")
+    if r.counted_in:
+        out.append(f"counted in {r.counted_in}")
     if r.test is not None and r.note:
         out.append(r.note)
+    if r.verdict_v2_rule and r.verdict_v2_rule != r.verdict:
+        out.append(f"published as *{r.verdict_v2_rule}* under the earlier rule")
     if r.verdict in v.RESOLVED:
         out.append("survives Holm" if r.holm_survives else
                    "survives BH, not Holm" if r.bh_survives else "not after Holm or BH")
@@ -140,14 +153,6 @@ def _scale_rows(sweeps: list[Sweep], link_root: str = "") -> list[str]:
             f"`{sweep_command(s.folder)}` |" for s in sweeps]
 
 
-def _pools_md(pools: list[v.Pool]) -> str:
-    rows = [f"| {p.cls} | {p.claims} | {p.p_bartlett:.3f} | {p.sd:.3f} | {p.df} | "
-            f"{'pooled' if p.pooled else 'each claim its own'} |" if math.isfinite(p.p_bartlett)
-            else f"| {p.cls} | {p.claims} | | | | each claim its own |" for p in pools]
-    return ("| comparison class | claims | Bartlett p | pooled sd (points) | df | spread used |\n"
-            "|---|---|---|---|---|---|\n" + "\n".join(rows))
-
-
 def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[ClaimResult]]
                  ) -> str:
     """Claims tested in more than one sweep, with the machine class of each: where the classes
@@ -175,10 +180,10 @@ def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[Cla
 FOREST_CAPTION = (
     "Every claim with an interval, each computation once (a claim repeated through another "
     "ablation, or replaced by a larger sweep, is not drawn again): the paper's, its size "
-    "claims (marked size) and the lab's own (marked ours), whatever their verdict. Our claim "
-    "gap (a - b) / a x 100 with its 95% interval (pooled where its class passed Bartlett's "
-    "check; negative: b has the higher loss), the paper's gap (diamond) where it gives both "
-    "numbers, coloured by verdict.")
+    "claims (marked size) and the lab's own (marked ours), whatever their verdict, counted "
+    "or not. Our claim gap (a - b) / a x 100 with its own 95% interval (negative: b has the "
+    "higher loss), the paper's gap (diamond) where it gives both numbers, coloured by "
+    "verdict.")
 _KIND_MARK = {"paper": "", "size": " (size)", "ours": " (ours)"}
 
 
@@ -188,7 +193,8 @@ def forest_table(tested: dict[Table, list[ClaimResult]]) -> pd.DataFrame:
     rows = [{"label": f"{source(t.design, r.sweep)}: {r.claim}{_KIND_MARK[r.claim.kind]}",
              "mean": r.test.mean, "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
              "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
-            for t, rs in tested.items() for r in rs if r.once and r.test is not None]
+            for t, rs in tested.items() for r in rs
+            if r.test is not None and not r.duplicate_of and not r.superseded_by]
     return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
 
 
@@ -200,38 +206,41 @@ def _by_name(tables: dict[Table, list[Sweep]]) -> dict[tuple[Table, str], Sweep]
 def claims_table(tables: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list]],
                  current: list[tuple[Sweep, ClaimResult]]) -> pd.DataFrame:
     """Every tested claim as data (``results/claims.csv``), on each metric it was tested on:
-    the interval of its verdict, the claim's own per-seed spread, Holm and BH, whether it is
-    one of the lab's current answers, the sweep's machine and scale, the sweep superseding it."""
+    its interval and spread, Holm and BH, whether it is one of the lab's counted answers, the
+    sweep's machine and scale, the sweep superseding it, the one it is counted in, the claim
+    whose runs it repeats, its verdict under design v2's earlier rule."""
     sweeps = _by_name(tables)
     answers = {id(r) for _, r in current}
     rows = [{"table": t.design, "sweep": r.sweep, "claim": str(r.claim), "metric": metric,
-             "kind": r.claim.kind, "n": r.n, "mean": r.test.mean,
-             "sd": float(np.std(r.gaps, ddof=1)), "lo": r.test.lo, "hi": r.test.hi,
-             "verdict": r.verdict, "p_holm": r.p_holm, "p_bh": r.p_bh,
-             "current": id(r) in answers and r.counted,
+             "kind": r.claim.kind, "n": r.n, "mean": r.test.mean, "sd": r.test.sd,
+             "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict, "p_holm": r.p_holm,
+             "p_bh": r.p_bh, "current": id(r) in answers,
              "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
              "machine": sweeps[(t, r.sweep)].machine,
              "scale": scale_text(sweeps[(t, r.sweep)].runs),
              "model": models_text(sweeps[(t, r.sweep)].runs),
-             "superseded_by": r.superseded_by or None}
+             "superseded_by": r.superseded_by or None, "counted_in": r.counted_in or None,
+             "same_runs_as": r.duplicate_of or None,
+             "verdict_v2_rule": r.verdict_v2_rule or None}
             for metric, tested in by_metric.items()
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
 
 
-def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
+def index_markdown(results: Path, paper_dir: Path | None = None,
+                   machine_class: str | None = None) -> str:
     """The whole ``results/README.md``; writes ``figures/forest.png`` and ``claims.csv`` (and
-    the package's copy of it, for the checkout's own results/) on the way."""
+    the package's copy of it, for the checkout's own results/) on the way. ``machine_class``:
+    the class fresh seeds are sized and costed for (``nvfp4-lab info``); None: not sized."""
     ablations, pending = _sweeps(results, ABLATIONS, paper_dir)
     beyond, beyond_pending = _sweeps(results, BEYOND_PAPER, paper_dir)
     v2 = _v2_tables(results, paper_dir)
     tables = {V1: ablations, BEYOND: beyond, **v2}
-    tested, pools = evaluate(tables)
     replaced = superseding(v2)
-    tested = supersede(tested, replaced)
-    current = current_answers(tables, tested, V1, list(v2))
-    by_metric = {PRIMARY: tested, **{m: supersede(evaluate(v2, m)[0], replaced)
-                                     for m in METRICS if m != PRIMARY and v2}}
+    by_metric = {PRIMARY: _tested(tables, replaced, results, PRIMARY),
+                 **{m: _tested(v2, replaced, results, m) for m in METRICS if m != PRIMARY and v2}}
+    tested = by_metric[PRIMARY]
+    current = counted_answers(tables, tested, [V1, *v2])
     figures.save(paper_figures.forest_figure(forest_table(tested)), results / "figures",
                  "forest", pdf=False)
     data = claims_table(tables, by_metric, current)
@@ -248,10 +257,8 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
         _findings_md(ablations, tested[V1], pending, paper_dir),
         _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),
         _v2_md(v2, by_metric),
-        to_buy_md(current),
-        "## Comparison classes\n\nThe claims whose paired gaps share one spread "
-        "(Bartlett's test, p >= 0.05) are tested with the pooled variance.\n\n"
-        + _pools_md(pools),
+        to_buy_md(current, machine_class) if machine_class else "",
+        rule_md(by_metric),
         "## The same claim in several sweeps\n\n" + _machines_md(tables, tested),
         _scale_md(ablations + beyond, v2),
         *(_study_md(results / name, name) for name in STUDIES if (results / name).exists()),
@@ -259,19 +266,27 @@ def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
+def _tested(tables: dict[Table, list[Sweep]], replaced: dict[str, Sweep], results: Path,
+            metric: str) -> dict[Table, list[ClaimResult]]:
+    """Every claim of ``tables`` on ``metric``: tested, superseded sweeps marked, each paper
+    finding counted in its owner, beside its verdict under the earlier rule."""
+    tested = supersede(evaluate(tables, metric), replaced)
+    return earlier(owners(tables, tested), results, metric)
+
+
 def found_md(current: list[tuple[Sweep, ClaimResult]], results: Path) -> str:
     """The page's first screen: the lab's current answer to each of the paper's claims, by
     verdict, and where the rest of the story is told."""
-    answers = [(s, r) for s, r in current if r.counted]
-    by_verdict = {w: [f"`{s.name}: {r.claim}`" for s, r in answers if r.verdict == w]
+    by_verdict = {w: [f"`{s.name}: {r.claim}`" for s, r in current if r.verdict == w]
                   for w in v.VERDICTS}
     lines = [f"- **{w}** ({len(names)}): {', '.join(names)}"
              for w, names in by_verdict.items() if names]
     pages = [f"[{title}]({name})" for name, title in PAGES if (results / name).exists()]
     return ("## What the lab found\n\n"
-            f"The paper's claims that the lab's scale can test, each at its latest design "
-            f"(the pre-registered design v2 where it ran, else v1; final validation loss), "
-            f"{len(answers)} in all:\n\n" + "\n".join(lines) + "\n\n"
+            f"The paper's findings that the lab's scale can test, each counted once, in the "
+            f"sweep that owns it (its own ablation's, at the latest design: the "
+            f"pre-registered design v2 where it ran, else v1; final validation loss), "
+            f"{len(current)} in all:\n\n" + "\n".join(lines) + "\n\n"
             "Every claim's numbers are in [claims.csv](claims.csv) and in the tables below. "
             + (f"The rest is told in its own pages: {', '.join(pages)}." if pages else ""))
 
@@ -285,14 +300,13 @@ def _summary_md(published: int, tested: dict[Table, list[ClaimResult]],
     return (
         "Generated by `nvfp4-lab plot --index` from the runs in this folder; edit "
         "`preregistration.md` and `discussion.md`, not this file. "
-        f"{published} of {len(ABLATIONS)} ablations published. The paper's claims, each "
-        f"computation counted once ({sum(r.counted for r in v1_flat)} testable): "
-        f"{tally(v1_flat)}; its size claims: {tally(v1_flat, 'size')}; ours: "
-        f"{tally(v1_flat, 'ours')}. "
+        f"{published} of {len(ABLATIONS)} ablations published. The paper's findings, each "
+        f"counted once, in the sweep that owns it ({len(current)} testable): "
+        f"{tally([r for _, r in current])}. Design v1's sweeps own "
+        f"{sum(r.counted for r in v1_flat)}: {tally(v1_flat)}; its size claims: "
+        f"{tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
         + "".join(f"Design {t}: {_design_tally(ss, tested[t], replaced)}. "
                   for t, ss in v2.items())
-        + f"The lab's current answers, v2's verdict where design v2 tested a claim again on "
-        f"the same model and v1's elsewhere: {tally([r for _, r in current])}. "
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
         f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
         "survive testing them all at once, and Benjamini-Hochberg (false discovery rate 5%) "
@@ -307,14 +321,25 @@ def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: lis
         "Each claim is one finding of the paper over our arms: `a < b` means a ends with the "
         "lower loss, `a ~ b` no difference. Ours: the paired gap of b against a, "
         "(a - b) / a x 100 per seed (negative: b worse), mean and the claim's own 95% t "
-        "interval, and the pooled one where its comparison class shares one spread. Verdicts "
-        "(`analysis/verdicts.py`): *reproduced*, *contradicted*, *rules out the paper's size* "
-        "(includes 0, excludes the paper's gap), *equivalent* (a `~` claim whose TOST at "
-        f"±{v.MARGIN_PCT}% passes), *not resolved*, *not testable* (bit-identical arms). "
-        "Seeds for 80%: the paired seeds a two-sided 5% test needs at the measured gap and at "
-        "the paper's, from the spread used.\n\n"
+        "interval. Verdicts (`analysis/verdicts.py`): *reproduced*, *contradicted*, *rules "
+        "out the paper's size* (includes 0, excludes the paper's gap), *equivalent* (a `~` "
+        f"claim whose 90% interval lies inside ±{v.MARGIN_PCT}%, TOST at 5%), *not resolved*, "
+        "*not testable* (bit-identical arms). The margin was fixed before the nulls ran; it "
+        f"is wider than the smallest differences the paper draws ({_smallest_gaps(paper_dir)}), "
+        f"so an "
+        f"*equivalent* rules out a difference of {v.MARGIN_PCT}% of the loss, not one of the "
+        "size the paper reports. Seeds for 80%: the paired seeds a two-sided 5% test needs at "
+        "the measured gap and at the paper's, from the claim's own spread.\n\n"
         + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, tested)
                                           + _pending_rows(pending, paper_dir)))
+
+
+def _smallest_gaps(paper_dir: Path | None, k: int = 5) -> str:
+    """The ``k`` smallest gaps the paper's direction claims draw, from its claim files."""
+    gaps = sorted((abs(g), f"{p.experiment} `{c}`") for p in load_all(paper_dir).values()
+                  for c in p.claims if c.kind == "paper" and not c.same
+                  and (g := p.gap(c)) is not None)
+    return ", ".join(f"{g:.2f}% ({name})" for g, name in gaps[:k])
 
 
 def _beyond_md(beyond: list[Sweep], tested: list[ClaimResult], pending: list[str],
@@ -341,11 +366,15 @@ def _scale_md(sweeps: list[Sweep], v2: dict[Table, list[Sweep]]) -> str:
 def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],
                   replaced: dict[str, Sweep]) -> str:
     gone = [s.name for s in sweeps if s.name in replaced]
-    return (f"superseded by {replaced[gone[0]].name}, not counted" if gone
-            else tally(tested))
+    if gone:
+        return f"superseded by {replaced[gone[0]].name}, not counted"
+    elsewhere = sorted({r.counted_in for r in tested if r.counted_in})
+    return tally(tested) + "".join(f"; counted in {o}: {sum(r.counted_in == o for r in tested)}"
+                                   for o in elsewhere)
 
 
-def _v2_md(v2: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list]]) -> str:
+def _v2_md(v2: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list[ClaimResult]]]
+           ) -> str:
     """The design-v2 tables: the primary metric's verdicts (Holm over the whole page), then
     the paper's metric's (Holm over v2's claims); a superseded sweep's rows say so."""
     if not v2:
@@ -364,8 +393,9 @@ def _study_md(folder: Path, link: str) -> str:
     return "\n\n".join(map(markdown, parts))
 
 
-def write_index(results: Path, paper_dir: Path | None = None) -> Path:
+def write_index(results: Path, paper_dir: Path | None = None,
+                machine_class: str | None = None) -> Path:
     """Write ``results/README.md`` (and its forest figure); returns its path."""
     out = results / "README.md"
-    out.write_text(index_markdown(results, paper_dir))
+    out.write_text(index_markdown(results, paper_dir, machine_class))
     return out

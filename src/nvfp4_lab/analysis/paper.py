@@ -25,7 +25,10 @@ from the finding, the ordering and the outcomes (an arm that diverged in the pap
 any that converged). ``sizes`` are claims about the size of an effect (an exchange rate), tested
 the same way and counted apart; ``ours`` are the lab's own comparisons, which the paper does not
 make. ``inferred`` holds a number the paper implies only across figures (label -> value, the
-notes say how), shown as inferred. ``analysis.claims`` gives each claim a verdict.
+notes say how), shown as inferred. ``counted_in`` maps a claim of the file that another file
+states first to that one (``"bf16 < 4_plus_sr": "formats: bf16 < nvfp4"``): one finding of the
+paper, counted once, in the sweep that owns it (``answers.owners``). ``analysis.claims`` gives
+each claim a verdict.
 """
 from __future__ import annotations
 
@@ -45,7 +48,8 @@ SOURCES = ("read", "plot≈")
 REQUIRED = ("experiment", "figure", "scale", "metric", "baseline", "reference", "axis", "finding",
             "ordering", "values", "source", "claims")
 _CLAIM = re.compile(r"^\s*(?P<a>\S+)\s+(?P<op>[<~])\s+(?P<b>\S+)\s*$")
-OPTIONAL = ("outcomes", "notes", "sizes", "ours", "inferred")
+OPTIONAL = ("outcomes", "notes", "sizes", "ours", "inferred", "counted_in")
+_FINDING = re.compile(r"^\w+: \S+ [<~] \S+$")   # "ablation: a < b"
 KINDS = ("paper", "size", "ours")       # a claim of the paper, about a size, of the lab
 
 
@@ -84,6 +88,11 @@ class PaperResult:
     outcomes: dict[str, str] = field(default_factory=dict)   # label -> "converges" / "diverges.."
     notes: str = ""
     inferred: dict[str, float] = field(default_factory=dict)  # label -> value across figures
+    counted_in: dict[str, str] = field(default_factory=dict)  # claim -> "ablation: claim"
+
+    def stated(self, claim: Claim) -> str:
+        """Where the paper's finding that ``claim`` tests is stated, "ablation: claim"."""
+        return self.counted_in.get(str(claim), f"{self.ablation}: {claim}")
 
     def gap(self, claim: Claim) -> float | None:
         """The paper's gap for ``claim`` in our units, (a - b) / a x 100 of the loss, from its
@@ -130,7 +139,20 @@ def _parse(path: Path) -> PaperResult:
     return PaperResult(path.stem, raw["experiment"], raw["figure"], raw["scale"], metric,
                        _baseline(path, raw["baseline"], metric, values), raw["reference"],
                        raw["axis"], raw["finding"], _ordering(path, raw["ordering"], values),
-                       values, source, claims, outcomes, raw.get("notes") or "", inferred)
+                       values, source, claims, outcomes, raw.get("notes") or "", inferred,
+                       _counted_in(path, raw.get("counted_in") or {}, claims))
+
+
+def _counted_in(path: Path, raw, claims: list[Claim]) -> dict[str, str]:
+    """claim -> "ablation: claim" of the file that states it first; keys among the paper's
+    claims of this file."""
+    mine = {str(c) for c in claims if c.kind == "paper"}
+    out = _labels(path, "counted_in", raw, str)
+    for claim, finding in out.items():
+        if claim not in mine or not _FINDING.match(finding):
+            raise ValueError(f"{path}: key 'counted_in': {claim!r} -> {finding!r} must map one "
+                             f"of this file's claims to 'ablation: a < b'")
+    return out
 
 
 def _lab_sign(metric: str, values: dict[str, float]) -> dict[str, float]:

@@ -239,14 +239,12 @@ def _claim_gaps(coll: Collection, paper: PaperResult) -> dict[str, float]:
 def _ours_in_paper_units(coll: Collection, paper: PaperResult, base: str) -> pd.DataFrame:
     """Our final validation loss per label in the form of the paper's metric (a gap in % to
     ``base``, or the loss itself): label, value, lo, hi, loss (the mean final validation
-    loss), verdict (of the gap to ``base``). A gap's interval is the one its verdict uses (the
-    pooled one where its class pooled). Validation loss whatever the paper plotted: the
+    loss), verdict (of the gap to ``base``). A gap's interval is its own, the one its verdict
+    uses. Validation loss whatever the paper plotted: the
     report's table and the results index use it too, and it is the less noisy of the two."""
     t = recipe_table(coll.runs, "final_val_loss", base).rename(columns={"mean": "loss"})
     if paper.metric in GAP_METRICS:
-        pooled = t["pooled_lo"].notna()
-        t = t.assign(value=t["gap_pct"], lo=t["pooled_lo"].where(pooled, t["gap_lo"]),
-                     hi=t["pooled_hi"].where(pooled, t["gap_hi"]))
+        t = t.assign(value=t["gap_pct"], lo=t["gap_lo"], hi=t["gap_hi"])
         t.loc[t["label"] == base, "value"] = 0.0
     else:
         t = t.assign(value=t["loss"], lo=t["ci_lo"], hi=t["ci_hi"])

@@ -79,25 +79,18 @@ def final_loss_md(table: pd.DataFrame, base: str, unit: str) -> str:
         ci = f"[{fmt(r.ci_lo)}, {fmt(r.ci_hi)}]" if np.isfinite(r.ci_lo) else ""
         gap = "" if r.label == base else signed(r.gap_pct)
         gci = f"[{signed(r.gap_lo)}, {signed(r.gap_hi)}]" if np.isfinite(r.gap_lo) else ""
-        pci = (f"[{signed(r.pooled_lo)}, {signed(r.pooled_hi)}]"
-               if np.isfinite(r.pooled_lo) else "")
         seeds = v.seeds_text(None if pd.isna(r.seeds_80) else int(r.seeds_80))
         rows.append(f"| `{r.label}` | {r.n} | {fmt(r.mean)} | {fmt(r.sd)} | {ci} | {gap} | "
-                    f"{gci} | {pci} | {r.verdict} | {seeds} |")
-    checks = table.dropna(subset=["bartlett_p"]).drop_duplicates("bartlett_p")
-    pooled = ("" if checks.empty else " Bartlett's check of equal spreads across the recipes' "
-              "gaps: " + ", ".join(f"p = {p:.3f}" for p in checks["bartlett_p"])
-              + " (pooled where p >= 0.05, and then the verdict uses the pooled interval).")
+                    f"{gci} | {r.verdict} | {seeds} |")
     return (f"## Final validation loss ({unit})\n\n"
             f"Gap = (recipe - baseline) / baseline x 100%, per seed against `{base}` of the "
             f"same seed (paired), then averaged; {GAP_CONVENTION} than the baseline. A verdict "
-            "is given only when the 95% interval excludes zero. Pooled: the recipes' gaps "
-            "share one spread (against BF16, or between quantized recipes); seeds for 80%: "
+            "is given only when the gap's own 95% interval excludes zero; seeds for 80%: "
             "the paired seeds a two-sided 5% test needs at this gap (analysis/verdicts.py)."
-            + pooled + "\n\n"
+            "\n\n"
             f"| recipe | seeds | mean | sd | 95% CI | gap to {base}, % ({GAP_CONVENTION}) | "
-            "gap 95% CI | pooled 95% CI | verdict | seeds for 80% |\n"
-            "|---|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
+            "gap 95% CI | verdict | seeds for 80% |\n"
+            "|---|---|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
 def repeats_md(runs: pd.DataFrame) -> str:

@@ -104,7 +104,7 @@ def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
     return out[["label", "seed", "value", "baseline_value", "gap_pct"]].reset_index(drop=True)
 
 
-def _verdict(n_pairs: int, gap: Interval | v.GapTest) -> str:
+def _verdict(n_pairs: int, gap: Interval) -> str:
     """Word for a paired-gap interval: resolved only when it excludes 0."""
     if n_pairs == 0:
         return "no paired seeds"
@@ -129,8 +129,7 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
     ``paired_gaps`` are summarized too: n_pairs, gap_pct (their mean), gap_lo, gap_hi and a
     verdict: "better" / "worse" when the
     gap interval excludes 0, "not resolved" when it includes 0, "one seed: no interval",
-    "no paired seeds"; the interval is the pooled one (pooled_lo, pooled_hi) where the
-    labels' comparison class passed Bartlett's check (bartlett_p), else the label's own;
+    "no paired seeds", from the label's own interval;
     seeds_80: paired seeds for 80% power at the measured gap. The baseline's own row has
     verdict "baseline", NaN gaps, and as n_pairs the number of its seeds (the seeds others
     can pair with).
@@ -140,7 +139,6 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
     finished = _finished(runs, metric)
     per_seed = finished.groupby(["label", "seed"], sort=False)[metric].agg(["mean", "size"])
     gaps = paired_gaps(runs, baseline, metric) if baseline is not None else None
-    tests = _pooled_tests(runs, gaps, baseline) if gaps is not None else {}
     rows = []
     for label in _labels(runs):
         mine = per_seed.loc[label] if label in per_seed.index.get_level_values(0) else None
@@ -149,47 +147,22 @@ def recipe_table(runs: pd.DataFrame, metric: str = "final_val_loss",
                "ci_lo": ci.lo, "ci_hi": ci.hi,
                "runs": int(mine["size"].sum()) if mine is not None else 0}
         if gaps is not None:
-            row.update(_gap_columns(label, baseline, finished, gaps, tests, level))
+            row.update(_gap_columns(label, baseline, finished, gaps, level))
         rows.append(row)
     return pd.DataFrame(rows)
 
 
 def _gap_columns(label: str, baseline: str | None, finished: pd.DataFrame,
-                 gaps: pd.DataFrame, tests: dict[str, tuple[v.GapTest, v.Pool]],
-                 level: float) -> dict:
-    """``label``'s paired gap to the baseline, its interval and verdict (from the pooled
-    interval where its class pooled), then ``_pooled_columns``."""
-    test, pool = tests.get(label, (None, None))
+                 gaps: pd.DataFrame, level: float) -> dict:
+    """``label``'s paired gap to the baseline, its own interval, verdict and the paired seeds
+    for 80% power at the measured gap."""
     if label == baseline:
         n_pairs = finished.loc[finished["label"] == label, "seed"].nunique()
         gap, verdict = Interval(0, math.nan, math.nan, math.nan, math.nan), "baseline"
     else:
         gap = mean_ci(gaps.loc[gaps["label"] == label, "gap_pct"], level)
         n_pairs = gap.n
-        verdict = _verdict(gap.n, test if test is not None and test.pooled else gap)
+        verdict = _verdict(gap.n, gap)
+    seeds = v.seeds_needed(gap.mean, gap.sd) if gap.n >= 2 else None
     return {"n_pairs": n_pairs, "gap_pct": gap.mean, "gap_lo": gap.lo, "gap_hi": gap.hi,
-            "verdict": verdict, **_pooled_columns(test, pool)}
-
-
-def _pooled_tests(runs: pd.DataFrame, gaps: pd.DataFrame, baseline: str
-                  ) -> dict[str, tuple[v.GapTest, v.Pool]]:
-    """label -> (its gap test, its class's pool): the labels' gaps to the baseline pooled per
-    comparison class (against BF16, or between quantized recipes; analysis.verdicts)."""
-    bf16 = set(runs.loc[runs.get("recipe", pd.Series(dtype=str)) == "bf16", "label"])
-    samples = {lb: g["gap_pct"].to_numpy() for lb, g in gaps.groupby("label", sort=False)}
-    samples = {lb: g for lb, g in samples.items() if len(g) >= 2 and not v.degenerate(g)}
-    cls = {lb: "vs BF16" if bf16 & {lb, baseline} else "FP4 vs FP4" for lb in samples}
-    pools = {c: v.pool(c, [g for lb, g in samples.items() if cls[lb] == c])
-             for c in set(cls.values())}
-    return {lb: (v.gap_test(g, pools[cls[lb]]), pools[cls[lb]]) for lb, g in samples.items()}
-
-
-def _pooled_columns(test: v.GapTest | None, pool: v.Pool | None) -> dict:
-    """pooled_lo / pooled_hi (NaN when the class did not pool), Bartlett's p of the class, and
-    the paired seeds for 80% power at the measured gap with the spread used."""
-    if test is None:
-        return {"pooled_lo": math.nan, "pooled_hi": math.nan, "bartlett_p": math.nan,
-                "seeds_80": None}
-    return {"pooled_lo": test.lo if test.pooled else math.nan,
-            "pooled_hi": test.hi if test.pooled else math.nan,
-            "bartlett_p": pool.p_bartlett, "seeds_80": v.seeds_needed(test.mean, test.sd)}
+            "verdict": verdict, "seeds_80": seeds}

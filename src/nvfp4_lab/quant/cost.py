@@ -291,12 +291,17 @@ def shipped() -> tuple[Shipped, ...]:
 @dataclass(frozen=True)
 class Estimate:
     """A whole run's wall seconds on ``backend``, ``measured`` here or a first estimate from
-    the shipped table (``basis``: the machine class whose step times it scales)."""
+    the shipped table (``machine_class``: the class whose step times it scales)."""
 
     seconds: float
     backend: str
     measured: bool
-    basis: str = "this machine's timings"
+    machine_class: str = ""
+
+    @property
+    def basis(self) -> str:
+        return (f"the step times shipped for {self.machine_class}" if self.machine_class
+                else "this machine's timings")
 
     def label(self) -> str:
         return "" if self.measured else f"estimate from {self.basis}"
@@ -323,8 +328,7 @@ def first_estimate(shape: Shape, steps: int, backend: str) -> Estimate | None:
     nearest = [min((r for r in rows if r.backend == b), key=distance)
                for b in wanted if any(r.backend == b for r in rows)]
     best = min(nearest, key=seconds)
-    return Estimate(seconds(best), best.backend, False,
-                    f"the step times shipped for {best.machine_class}")
+    return Estimate(seconds(best), best.backend, False, best.machine_class)
 
 
 def _scaled_ms(row: Shipped, size: float) -> float:

@@ -95,3 +95,31 @@ def test_the_committed_discussion_is_what_the_index_writes(tmp_path):
     assert discussion.MARK.search(committed)
     write_index(results)
     assert (results / "discussion.md").read_text() == committed
+
+
+def test_the_status_lines_quote_the_claims_as_claims_csv_holds_them():
+    plan = (RESULTS / "preregistration.md").read_text()
+    claims = pd.read_csv(RESULTS / "claims.csv")
+    assert discussion.quoted_disagreements(plan, claims) == []
+    # the status line as first written, before its correction
+    first = plan.replace("-0.25 [-0.42, -0.09], survives BH, not Holm",
+                         "-0.25 [-0.42, -0.09], survives Holm")
+    assert first != plan
+    assert discussion.quoted_disagreements(first, claims) == [
+        "-0.25 [-0.42, -0.09], survives Holm: says 'survives Holm', claims.csv: BH only"]
+
+
+@pytest.mark.parametrize(("status", "why"), [
+    ("Status 2026-12-09: `bf16 < nvfp4` -1.00 [-1.50, -0.10] here", "no claim row"),
+    ("Status 2026-12-09: -0.95 [-1.36, -0.54], survives neither", "claims.csv: survives Holm"),
+])
+def test_a_status_line_that_disagrees_is_named(status, why):
+    assert why in discussion.quoted_disagreements(status, _claims().assign(
+        mean=[-1.0, -0.95, -0.87, -1.0, 0.05], lo=[-1.88, -1.36, -1.31, -1.33, -0.27],
+        hi=[-0.13, -0.54, -0.43, -0.69, 0.37]))[0]
+
+
+def test_an_interval_marked_pooled_is_the_earlier_rules_and_left_alone():
+    assert discussion.quoted_disagreements(
+        "Status 2026-12-04: (pooled [-0.36, +0.13]) and pooled -0.11 [-0.36, +0.13]",
+        _claims()) == []

@@ -1,9 +1,11 @@
 """results/README.md: every claim row re-derived from the runs' own summary.json files by an
-oracle written here (numpy, scipy's t and chi-square distributions, Bartlett's and Holm's
-formulas), not by analysis.stats/verdicts/claims; the committed index regenerated exactly;
-published sweeps of every kind (beyond the paper, design v2) indexed where they belong."""
+oracle written here (numpy, scipy's t distribution, Holm's formula), not by
+analysis.stats/verdicts/claims; the committed index regenerated exactly; published sweeps of
+every kind (beyond the paper, design v2) indexed where they belong; each finding counted
+once."""
 from __future__ import annotations
 
+import csv
 import json
 import math
 import re
@@ -77,55 +79,35 @@ def paper_gap(paper, better: str, worse: str) -> float | None:
     return (a - b) / a * 100
 
 
-def bartlett_p(samples: list[np.ndarray]) -> float:
-    k, n = len(samples), np.array([len(g) for g in samples])
-    var = np.array([g.var(ddof=1) for g in samples])
-    sp2 = ((n - 1) * var).sum() / (n - 1).sum()
-    c = 1 + ((1 / (n - 1)).sum() - 1 / (n - 1).sum()) / (3 * (k - 1))
-    t = ((n - 1).sum() * math.log(sp2) - ((n - 1) * np.log(var)).sum()) / c
-    return float(stats.chi2.sf(t, k - 1))
-
-
 def oracle(folder: Path) -> list[dict]:
-    """Every claim of the sweep in ``folder``: gaps, own and pooled intervals, verdict, p."""
+    """Every claim of the sweep in ``folder``: gaps, own interval, verdict, p."""
     name = yaml.safe_load((folder / "multirun.yaml").read_text())["name"]
     paper = load_paper(name)
     runs = labelled_losses(folder, paper.axis)
     loss = runs.pivot_table(index="seed", columns="label", values="loss")
-    bf16 = set(runs.loc[runs["bf16"], "label"])
     out = []
     for c in paper.claims:
-        row = {"claim": str(c), "same": c.same, "paper_gap": paper_gap(paper, c.better, c.worse),
-               "cls": "bf16" if bf16 & {c.better, c.worse} else "fp4"}
+        row = {"claim": str(c), "same": c.same, "paper_gap": paper_gap(paper, c.better, c.worse)}
         if not {c.better, c.worse} <= set(loss.columns):
             row["gaps"] = None
         else:
             pair = loss[[c.better, c.worse]].dropna()
             row["gaps"] = ((pair[c.better] - pair[c.worse]) / pair[c.better] * 100).to_numpy()
         out.append(row)
-    for cls in ("bf16", "fp4"):
-        usable = [r for r in out if r["cls"] == cls and r["gaps"] is not None
-                  and len(r["gaps"]) >= 2 and r["gaps"].var() > 0]
-        pooled = len(usable) >= 2 and bartlett_p([r["gaps"] for r in usable]) >= 0.05
-        df = sum(len(r["gaps"]) - 1 for r in usable)
-        sp = math.sqrt(sum((len(r["gaps"]) - 1) * r["gaps"].var(ddof=1) for r in usable) / df) \
-            if df else math.nan
-        for r in usable:
+    for r in out:
+        if r["gaps"] is not None and len(r["gaps"]) >= 2 and r["gaps"].var() > 0:
             g = r["gaps"]
-            n, m = len(g), g.mean()
-            own = stats.t.ppf(0.975, n - 1) * g.std(ddof=1) / math.sqrt(n)
-            r["own"] = (m, m - own, m + own)
-            sd, dof = (sp, df) if pooled else (g.std(ddof=1), n - 1)
-            se = sd / math.sqrt(n)
+            n, m, sd = len(g), g.mean(), g.std(ddof=1)
+            se, dof = sd / math.sqrt(n), n - 1          # each claim its own spread
             half = stats.t.ppf(0.975, dof) * se
             lo, hi = m - half, m + half
-            r["pooled"] = (lo, hi) if pooled else None
+            r["own"] = (m, lo, hi)
             p_tost = max(stats.t.sf((m + MARGIN) / se, dof), stats.t.cdf((m - MARGIN) / se, dof))
             p0 = 2 * stats.t.sf(abs(m) / se, dof)
             pg = r["paper_gap"]
-            if r["same"]:
-                word = ("contradicted" if lo > 0 or hi < 0 else
-                        "equivalent" if p_tost < 0.05 else "not resolved")
+            if r["same"]:       # TOST first: its 90% interval inside the margin is equivalent
+                word = ("equivalent" if p_tost < 0.05 else
+                        "contradicted" if lo > 0 or hi < 0 else "not resolved")
                 r["p"] = p0 if word == "contradicted" else p_tost
             else:
                 word = ("reproduced" if hi < 0 else "contradicted" if lo > 0 else
@@ -185,6 +167,13 @@ def check_page(results: Path, readme: str) -> int:
               [("v2", f) for f in sorted((results / "v2").glob("*"))]
     checked = [(sec, f, r) for sec, f in folders if (f / "multirun.yaml").exists()
                for r in oracle(f) if "verdict" in r]
+    for sec, folder, r in checked:        # the same runs as a claim before it: its verdict
+        cells = next(table[k] for k in table if k[1] == folder.name and k[2] == r["claim"]
+                     and (sec == "v2") == (k[0] == "Design"))
+        same = re.search(r"same runs as (\w+): ([^;:]+): its verdict", cells[6])
+        if same:
+            orig = next(o for _, f, o in checked if f.name == same[1] and o["claim"] == same[2])
+            r["verdict"], r["p"] = orig["verdict"], orig.get("p")
     p = [r["p"] for _, _, r in checked if r["verdict"] != "not testable"]
     it = iter(zip(holm(p), bh(p)))
     for sec, folder, r in checked:
@@ -196,8 +185,6 @@ def check_page(results: Path, readme: str) -> int:
             continue
         m, lo, hi = r["own"]
         ours = f"{m:+.2f} [{lo:+.2f}, {hi:+.2f}]"
-        if r["pooled"]:
-            ours += f"; pooled [{r['pooled'][0]:+.2f}, {r['pooled'][1]:+.2f}]"
         assert cells[4] == f"{ours}, {len(r['gaps'])} seeds", (folder.name, r["claim"])
         assert cells[7] == r["seeds"], (folder.name, r["claim"])
         h, b = next(it)
@@ -237,8 +224,8 @@ def test_unpublished_ablations_are_pending_with_their_claims(results):
     assert "Fixture scale." not in readme      # the plan is linked, not inlined
     assert "[the plan, fixed before the runs, and its amendments](preregistration.md)" in readme
     assert f"2 of {len(ABLATIONS)} ablations published" in readme
-    assert ("claims, each computation counted once (5 testable): 2 reproduced, 1 equivalent, "
-            "1 not resolved, 1 contradicted (2 of 5 survive Holm, 3 BH)") in readme
+    assert _headline(readme) == ("5", "2 reproduced, 1 equivalent, 1 not resolved, "
+                                 "1 contradicted")
 
 
 def test_degenerate_and_duplicated_claims_are_not_counted(results):
@@ -260,7 +247,7 @@ def test_degenerate_and_duplicated_claims_are_not_counted(results):
     assert "same runs as formats: bf16 < nvfp4" in table[("Beyond", "recipes", "bf16 < nvfp4")][6]
     head = _summary(readme)
     # formats: bf16 < nvfp4 and fp8 < nvfp4 counted (nvfp4 < mxfp4 not testable); rht_signs' 2
-    assert "(4 testable)" in head and "ours: " in head
+    assert _headline(readme)[0] == "4" and "ours: " in head
     check_page(results, readme)
 
 
@@ -292,7 +279,8 @@ def test_runs_last_evaluated_before_their_end_are_flagged():
 def test_committed_index_is_regenerated_from_the_committed_runs(tmp_path):
     results = tmp_path / "results"
     shutil.copytree(RESULTS, results)
-    assert write_index(results).read_text() == (RESULTS / "README.md").read_text()
+    committed = (RESULTS / "README.md").read_text()
+    assert write_index(results, machine_class=machine_class(committed)).read_text() == committed
 
 
 def test_forest_figure_draws_its_table():
@@ -323,8 +311,8 @@ def test_the_forest_draws_every_claim_once_whatever_its_kind_and_verdict():
     caption says exactly that."""
     def claim(text: str, kind: str, verdict: str, gaps, **kw) -> ClaimResult:
         a, op, b = text.split()
-        return ClaimResult("formats", Claim(a, b, op == "~", kind), "formats: vs BF16", verdict,
-                           tuple(gaps), verdicts.gap_test(np.array(gaps)), **kw)
+        return ClaimResult("formats", Claim(a, b, op == "~", kind), verdict, tuple(gaps),
+                           verdicts.gap_test(np.array(gaps)), **kw)
     results = [claim("bf16 < nvfp4", "paper", "reproduced", [-1.0, -1.2, -1.1]),
                claim("nvfp4_1x < mxfp4_1.25x", "size", "contradicted", [1.2, 1.3, 1.4]),
                claim("bf16 < fp8", "ours", "not resolved", [-0.1, 0.2, 0.0]),
@@ -358,8 +346,8 @@ def test_comparisons_beyond_the_paper_are_published_and_indexed(results, tmp_pat
     assert table[("Beyond", "recipes", "quartet_ii < nvfp4")][5] == "**not run**"
     assert f"2 of {len(ABLATIONS)} ablations published" in readme
     # the paper's table and tally are the ablations' alone (Holm's family grew)
-    assert ("claims, each computation counted once (5 testable): 2 reproduced, 1 equivalent, "
-            "1 not resolved, 1 contradicted (") in readme
+    assert _headline(readme) == ("5", "2 reproduced, 1 equivalent, 1 not resolved, "
+                                 "1 contradicted")
 
 
 def test_index_of_a_missing_directory_is_one_line(tmp_path, capsys):
@@ -422,16 +410,15 @@ def test_the_current_answers_take_v2s_verdict_where_v2_tested_the_claim_again(re
     expected = ", ".join(f"{words.count(w)} {w}" for w in dict.fromkeys(
         ["reproduced", "equivalent", "rules out the paper's size", "not resolved",
          "contradicted", "too few seeds"]) if w in words)
-    current = readme.split("The lab's current answers")[1].split(": ", 1)[1]
-    assert current.startswith(expected + " ("), (current[:120], expected)
+    assert _headline(readme)[1] == expected
 
 
 def test_a_smaller_v2_sweep_of_the_same_claims_is_superseded_not_counted(results, tmp_path):
     """Two v2 sweeps of one ablation on one model are never pooled: the one with fewer seeds
     (here 2, published in the folder listed last, with other verdicts) is labelled and left
     out of every count; the current answers are those of the 3-seed sweep alone."""
-    def current(readme: str) -> str:
-        return readme.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
+    def current(readme: str) -> tuple[str, str]:
+        return _headline(readme)
 
     def worse_nvfp4(sweep: Path, by: float, per_seed: float) -> Path:
         for f in sweep.glob("*/seed=*/summary.json"):     # not v1's runs: other verdicts
@@ -462,42 +449,101 @@ def test_a_smaller_v2_sweep_of_the_same_claims_is_superseded_not_counted(results
                    if sweep != "formats_nano_z")
 
 
-def test_what_more_seeds_would_buy_follows_the_claim_rows_and_the_runs_wall_times():
-    """The committed index's purchase table, row by row, against its own claim rows (verdict,
-    seeds needed) and the median wall time of the two arms' committed runs."""
+def machine_class(readme: str) -> str:
+    """The machine class the committed index sized fresh seeds for, as its page names it."""
+    return re.search(r"two arms on this machine class \(([^)]+)\)", readme)[1]
+
+
+def shipped_seconds(cls: str, fmt: str, steps: int) -> float:
+    """One nano run at 2048 tokens a step, one thread, from quant/step_times.csv's rows of
+    ``cls``: the sooner backend."""
+    path = Path(__file__).parents[3] / "src" / "nvfp4_lab" / "quant" / "step_times.csv"
+    with open(path, newline="") as f:
+        found = [float(r["startup_s"] or 0) + steps * float(r["ms_per_step"]) / 1000
+                 for r in csv.DictReader(f) if r["machine_class"] == cls and r["format"] == fmt
+                 and r["model"] == "nano" and r["tokens_per_step"] == "2048"]
+    return min(found)
+
+
+def test_fresh_seeds_are_sized_at_the_paper_gap_and_costed_on_this_machine_class():
+    """The committed index's purchase table, row by row: the smallest n whose noncentral-t
+    power reaches 80% at the paper's gap (a null: TOST at the margin), from the claim's own
+    spread of its committed runs, never the gap it observed; all n fresh, costed from the step
+    times shipped for the page's machine class."""
     readme = (RESULTS / "README.md").read_text()
-    table = rows(readme)
-    section = readme.split("## What more seeds would buy")[1].split("\n## ")[0]
+    cls = machine_class(readme)
+    section = readme.split("## What fresh seeds would buy")[1].split("\n## ")[0]
     bought = [[c.strip() for c in li.strip("|").split("|")] for li in section.splitlines()
               if li.startswith("| ") and "`" in li]
-    current = readme.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
-    assert f"{len(bought)} not resolved" in current
-    for sweep, claim, n, need, more, hours in bought:
+    assert bought and f"{len(bought)} not resolved" in _headline(readme)[1]
+    for sweep, claim, n, target, sd, need, hours in bought:
         claim = claim.strip("`")
-        v2 = (RESULTS / "v2" / sweep).is_dir()
-        cells = table[("Design" if v2 else "Findings", sweep, claim)]
-        assert cells[5] == "**not resolved**", (sweep, claim)
-        measured, _, paper = cells[7].partition(" / ")
-        expected = measured if "~" in claim or paper in ("", "-", "—") else paper
-        assert need == expected, (sweep, claim, cells[7])
+        folder = RESULTS / ("v2" if (RESULTS / "v2" / sweep).is_dir() else "") / sweep
+        r = next(o for o in oracle(folder) if o["claim"] == claim)
+        g = r["gaps"]
+        assert (int(n), sd) == (len(g), f"{g.std(ddof=1):.2f}"), (sweep, claim)
+        assert r["verdict"] == "not resolved", (sweep, claim)
+        gap = r["paper_gap"]
+        assert target == ("TOST ±0.5" if r["same"] else "—" if gap is None
+                          else f"paper {gap:+.2f}")
+        assert need == seeds(gap, g.std(ddof=1), r["same"]), (sweep, claim)
         if need.isdigit():
-            assert int(more) == max(int(need) - int(n), 0)
-            folder = RESULTS / ("v2" if v2 else "") / sweep
-            paper_ = load_paper(yaml.safe_load((folder / "multirun.yaml").read_text())["name"])
-            walls = labelled_losses(folder, paper_.axis, "wall_seconds").groupby("label")["loss"]
-            better, worse = re.split(r" [<~] ", claim)
-            per_seed = walls.median()[better] + walls.median()[worse]
-            assert hours == f"{int(more) * per_seed / 3600:.1f}", (sweep, claim)
+            paper = load_paper(yaml.safe_load((folder / "multirun.yaml").read_text())["name"])
+            fmts = {}
+            for cfg in folder.glob("*/seed=*/config.yaml"):
+                c = yaml.safe_load(cfg.read_text())
+                over = dict(o.split("=", 1) for o in cfg.parents[1].name.split("_", 1)[1]
+                            .split(",") if not o.startswith("+"))
+                label = over.get(paper.axis) or c.get("arm") or c["quant"]["name"]
+                fmts[label] = (c["quant"]["format"], c["model"]["name"], c["train"]["max_steps"])
+            per_seed = 0.0
+            for label in re.split(r" [<~] ", claim):
+                fmt, model, steps = fmts[label]
+                assert model == "nano"
+                per_seed += shipped_seconds(cls, fmt, steps)
+            assert hours == f"{int(need) * per_seed / 3600:.1f}", (sweep, claim)
 
 
-def test_the_committed_current_answers_keep_every_testable_claim():
-    """A v2 sweep that ran only some arms of its ablation (components_v2, rht_gemms_v2) leaves
-    the claims it did not run at v1's verdict: the current answers count as many claims as
-    v1 has testable ones."""
-    head = (Path(__file__).resolve().parents[3] / "results" / "README.md").read_text()
-    v1 = int(re.search(r"each computation counted once \((\d+) testable\)", head)[1])
-    current = head.split("The lab's current answers")[1].split(": ", 1)[1].split(" (")[0]
-    assert sum(int(n) for n in re.findall(r"(\d+) [a-z]", current)) == v1, current
+def test_one_row_of_fresh_seeds_by_hand():
+    """components' full < without_sr (v1, 3 seeds): at the paper's gap d = -0.82 and the
+    claim's own sd s, power(n) = P(T' > t_{0.975, n-1}) + P(T' < -t_{0.975, n-1}), T' noncentral
+    t(n - 1, |d| sqrt(n) / s); the row's n is the first reaching 80%."""
+    readme = (RESULTS / "README.md").read_text()
+    row = next(li for li in readme.split("## What fresh seeds would buy")[1].splitlines()
+               if li.startswith("| components | `full < without_sr`"))
+    need = int(row.split("|")[6])
+    g = next(o for o in oracle(RESULTS / "components") if o["claim"] == "full < without_sr")
+    s, d = g["gaps"].std(ddof=1), g["paper_gap"]
+
+    def power(n: int) -> float:
+        c, nc = stats.t.ppf(0.975, n - 1), abs(d) * math.sqrt(n) / s
+        return stats.nct.sf(c, n - 1, nc) + stats.nct.cdf(-c, n - 1, nc)
+    assert power(need) >= 0.8 > power(need - 1)
+
+
+def test_the_committed_headline_counts_each_finding_once():
+    """Every testable paper claim of the committed v1 and v2 tables is either counted or says
+    where it is counted (or repeats another's runs, or is superseded); the counted ones name
+    distinct findings of the paper files, and the headline counts exactly them."""
+    readme = (RESULTS / "README.md").read_text()
+    found = readme.split("## What the lab found")[1].split("\n## ")[0]
+    listed = re.findall(r"`(\w+): ([^`]+)`", found)
+    assert len(listed) == int(_headline(readme)[0])
+    findings = []
+    for sweep, claim in listed:
+        folder = RESULTS / ("v2" if (RESULTS / "v2" / sweep).is_dir() else "") / sweep
+        raw = yaml.safe_load((RESULTS.parent / "src/nvfp4_lab/paper" / (yaml.safe_load(
+            (folder / "multirun.yaml").read_text())["name"] + ".yaml")).read_text())
+        findings.append((raw.get("counted_in") or {}).get(
+            claim, f"{yaml.safe_load((folder / 'multirun.yaml').read_text())['name']}: {claim}"))
+    assert len(set(findings)) == len(findings)
+    assert "formats: bf16 < nvfp4" in findings and "formats: nvfp4 < mxfp4" in findings
+    for (section, sweep, claim), cells in rows(readme).items():
+        testable = cells[5] not in ("**not testable**", "**not run**", "**pending**")
+        if section in ("Findings", "Design") and testable and "size claim" not in cells[6] \
+                and "ours" not in cells[6]:
+            elsewhere = re.search(r"counted in|same runs as|superseded by", cells[6])
+            assert bool(elsewhere) != ((sweep, claim) in listed), (sweep, claim, cells[6])
 
 
 def test_the_first_screen_lists_each_current_answer_under_its_verdict(results):
@@ -520,6 +566,50 @@ def test_the_first_screen_lists_each_current_answer_under_its_verdict(results):
     assert len(found.splitlines()) < 40                     # one screen
 
 
+def _headline(readme: str) -> tuple[str, str]:
+    """The headline count: (how many findings, their verdicts counted)."""
+    m = re.search(r"each counted once, in the sweep that owns it \((\d+) testable\): ([^(]+) \(",
+                  readme)
+    return m[1], m[2]
+
+
 def _summary(readme: str) -> str:
     """The paragraph that counts the verdicts each way."""
     return next(p for p in readme.split("\n\n") if p.startswith("Generated by"))
+
+
+def test_a_finding_tested_by_two_sweeps_counts_once_and_the_same_runs_read_alike(results,
+                                                                                  tmp_path):
+    """The fixture's formats runs published again as token_efficiency, whose paper file (here
+    formats' numbers, MXFP4 at -5%, so that its own gap would give another verdict) names
+    formats in ``counted_in``: its ``nvfp4 < mxfp4`` holds formats' runs and takes formats'
+    verdict, flagged; its ``bf16 < nvfp4``, on other BF16 runs, is counted in formats; the
+    headline counts each finding once, as without the copy."""
+    alone = write_index(results).read_text()
+    papers = tmp_path / "paper"
+    shutil.copytree(RESULTS.parent / "src" / "nvfp4_lab" / "paper", papers)
+    raw = yaml.safe_load((papers / "formats.yaml").read_text())
+    raw["values"]["mxfp4"] = -5.0
+    raw["counted_in"] = {c: f"formats: {c}" for c in raw["claims"]}
+    (papers / "token_efficiency.yaml").write_text(yaml.safe_dump(raw))
+    copy = results / "token_efficiency"
+    shutil.copytree(results / "formats", copy)
+    meta = yaml.safe_load((copy / "multirun.yaml").read_text())
+    (copy / "multirun.yaml").write_text(yaml.safe_dump({**meta, "name": "token_efficiency"}))
+    for f in copy.glob("*quant=bf16*/seed=*/summary.json"):        # other BF16 runs
+        s = json.loads(f.read_text())
+        s["final_val_loss"] *= 1.001
+        f.write_text(json.dumps(s))
+    readme = write_index(results, papers).read_text()
+    table = rows(readme)
+    own, copied = table[("Findings", "formats", "nvfp4 < mxfp4")], \
+        table[("Findings", "token_efficiency", "nvfp4 < mxfp4")]
+    assert copied[4] == own[4]                                      # the same runs, one interval
+    assert copied[5] == own[5] == "**not resolved**"                # its own gap would rule out
+    assert "same runs as formats: nvfp4 < mxfp4" in copied[6]
+    assert "counted in v1 formats" in table[("Findings", "token_efficiency", "bf16 < nvfp4")][6]
+    assert table[("Findings", "token_efficiency", "bf16 < nvfp4")][4] != \
+        table[("Findings", "formats", "bf16 < nvfp4")][4]
+    assert _headline(readme) == _headline(alone)
+    found = readme.split("## What the lab found")[1].split("\n## ")[0]
+    assert "token_efficiency:" not in found

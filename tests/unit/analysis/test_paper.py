@@ -130,6 +130,22 @@ def test_malformed_claims_are_refused(tmp_path):
             load_paper("formats", tmp_path)
 
 
+def test_counted_in_names_a_claim_another_file_states(tmp_path):
+    """Every ``counted_in`` maps a paper claim of its file to a claim that the named file
+    states; a malformed one is refused, naming the key."""
+    papers = load_all()
+    for name, paper in papers.items():
+        for claim, stated in paper.counted_in.items():
+            owner, _, text = stated.partition(": ")
+            assert text in {str(c) for c in papers[owner].claims if c.kind == "paper"}, name
+            assert claim in {str(c) for c in paper.claims}, name
+    good = yaml.safe_load((paper_dir() / "cumulative.yaml").read_text())
+    for bad in ({"bf16 < 4_plus_sr": "formats bf16 < nvfp4"}, {"bf16 < base": "formats: a < b"}):
+        (tmp_path / "cumulative.yaml").write_text(yaml.safe_dump({**good, "counted_in": bad}))
+        with pytest.raises(ValueError, match="'counted_in'"):
+            load_paper("cumulative", tmp_path)
+
+
 @pytest.mark.parametrize("ablation", WITH_PAPER)
 def test_ablation_header_lists_report_figures(ablation):
     lines = (CONF / "ablation" / f"{ablation}.yaml").read_text().splitlines()

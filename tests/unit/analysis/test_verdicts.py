@@ -1,6 +1,6 @@
 """analysis.verdicts against hand calculations, closed forms and scipy's own tests (ttest_1samp,
-a printed power table): pooled spreads, Bartlett's check, TOST, the verdict words, Holm and BH,
-and the seeds a claim needs."""
+a printed power table): each claim's own spread, TOST, the verdict words, Holm and BH, and the
+seeds a claim needs."""
 from __future__ import annotations
 
 import math
@@ -22,37 +22,19 @@ def test_own_spread_matches_scipys_one_sample_t_test():
     test = v.gap_test(gaps)
     ref = stats.ttest_1samp(gaps, 0.0)
     ci = ref.confidence_interval(0.95)
-    assert (test.n, test.df, test.pooled) == (3, 2, False)
+    assert (test.n, test.df) == (3, 2)
     assert test.lo == pytest.approx(ci.low, abs=1e-12)
     assert test.hi == pytest.approx(ci.high, abs=1e-12)
     assert test.p_against(0.0) == pytest.approx(ref.pvalue, abs=1e-12)
 
 
-def test_pooled_spread_and_bartlett_by_hand():
-    """Two claims, 3 seeds each: s_p^2 = (2 s1^2 + 2 s2^2) / 4, df 4; Bartlett's statistic
-    by its formula and, with one degree of freedom, p = erfc(sqrt(T / 2))."""
-    a, b = np.array([1.0, 2.0, 4.0]), np.array([0.0, 0.5, 2.0])
-    s1, s2 = a.var(ddof=1), b.var(ddof=1)          # 7/3 and 13/12
-    sp2 = (2 * s1 + 2 * s2) / 4
-    c = 1 + (1 / 2 + 1 / 2 - 1 / 4) / 3
-    t_stat = (4 * math.log(sp2) - 2 * math.log(s1) - 2 * math.log(s2)) / c
-    p = math.erfc(math.sqrt(t_stat / 2))
-    got = v.pool("class", [a, b])
-    assert got.sd == pytest.approx(math.sqrt(sp2), abs=1e-12) and got.df == 4
-    assert got.p_bartlett == pytest.approx(p, abs=1e-12) and got.pooled == (p >= 0.05)
-    test = v.gap_test(a, got)
-    half = stats.t.ppf(0.975, 4) * math.sqrt(sp2) / math.sqrt(3)
-    assert test.pooled and test.lo == pytest.approx(a.mean() - half, abs=1e-12)
-
-
-def test_a_failed_check_keeps_each_claims_own_spread():
-    tight, wide = np.array([0.0, 0.01, 0.02, 0.015]), np.array([-3.0, 1.0, 4.0, -2.0])
-    pool = v.pool("class", [tight, wide])
-    assert pool.p_bartlett < 0.05 and not pool.pooled
-    assert v.gap_test(tight, pool).sd == pytest.approx(tight.std(ddof=1), abs=1e-15)
-    # degenerate and single-seed samples are left out of the check
-    lone = v.pool("c", [tight, np.zeros(3), np.array([1.0])])
-    assert lone.claims == 1 and math.isnan(lone.p_bartlett) and not lone.pooled
+def test_every_claim_keeps_its_own_spread_and_n_minus_1_df():
+    """At 3 seeds the interval's half-width is t_{0.975, 2} = 4.30 standard errors, whatever
+    other claims there are: no pooled t(8) = 2.31."""
+    gaps = np.array([1.0, 2.0, 4.0])
+    test = v.gap_test(gaps)
+    se = gaps.std(ddof=1) / math.sqrt(3)
+    assert test.df == 2 and test.half == pytest.approx(4.3026527297 * se, rel=1e-10)
 
 
 def test_tost_at_two_degrees_of_freedom_by_closed_form():
@@ -73,6 +55,8 @@ def test_tost_at_two_degrees_of_freedom_by_closed_form():
     (True, [0.01, -0.02, 0.0], None, "equivalent"),
     (True, [0.4, 0.5, 0.45], None, "contradicted"),
     (True, [-2.0, 2.5, 0.3], None, "not resolved"),
+    # the 90% interval inside +-0.5 though the 95% one excludes 0: equivalent
+    (True, [-0.06, -0.08, -0.07, -0.05, -0.04], None, "equivalent"),
 ])
 def test_verdict_words(same, gaps, paper, word):
     assert v.verdict(same, v.gap_test(np.array(gaps)), paper) == word
@@ -128,3 +112,20 @@ def test_tost_power_against_a_simulation():
         return float(np.mean(((m + 0.5) / se > crit) & ((m - 0.5) / se < -crit)))
 
     assert passes(n) >= 0.8 - 0.01 and passes(n - 1) < 0.8 + 0.01
+
+
+def test_an_equivalent_null_whose_95_interval_excludes_0_says_both():
+    """Five seeds of gap -0.06 (precision_switch_nano's switch_bwd_0.82 ~ nvfp4 on the
+    averaged train loss): 90% interval [-0.08, -0.04] inside +-0.5, so TOST passes; the 95%
+    interval [-0.08, -0.04] excludes 0. Equivalent, and the note says the other."""
+    gaps = np.array([-0.06, -0.08, -0.07, -0.05, -0.04])
+    m, se = gaps.mean(), gaps.std(ddof=1) / math.sqrt(5)
+    ninety = (m - stats.t.ppf(0.95, 4) * se, m + stats.t.ppf(0.95, 4) * se)
+    ci = stats.ttest_1samp(gaps, 0.0).confidence_interval(0.95)
+    assert -0.5 < ninety[0] < ninety[1] < 0.5 and ci.high < 0        # the case's shape
+    test = v.gap_test(gaps)
+    word = v.verdict(True, test)
+    assert word == "equivalent"
+    assert v.note(True, word, test) == "equivalent; its 95% interval also excludes 0"
+    assert v.note(True, "equivalent", v.gap_test(np.array([0.1, -0.1, 0.05]))) == ""
+    assert v.verdict_p(True, word, test, None) == pytest.approx(test.p_tost(), abs=1e-15)
