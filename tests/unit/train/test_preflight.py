@@ -226,8 +226,8 @@ def test_arms_that_train_the_same_thing_are_warned_about(model, repeated, capsys
 
 def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_path,
                                                                             monkeypatch):
-    """formats: one line per published row of its claims not superseded by a larger sweep,
-    with the seeds of the shipped table (the index's results/claims.csv); no cost without
+    """formats: one line per published row of its claims not superseded by a larger sweep, on
+    the verdicts' metric, with the seeds of the shipped table (the index's results/claims.csv); no cost without
     measured step times."""
     from nvfp4_lab.analysis.context import shipped
     from nvfp4_lab.train.preview import preview
@@ -237,7 +237,8 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     plan = text.split("seeds for 80% power, from the published results (results/README.md):\n")[1]
     rows = shipped()
     rows = rows[rows["claim"].isin(["bf16 < nvfp4", "nvfp4 < mxfp4", "fp8 < nvfp4",
-                                    "bf16 < fp8"]) & rows["superseded_by"].isna()]
+                                    "bf16 < fp8"]) & rows["superseded_by"].isna()
+                & (rows["metric"] == "final_val_loss")]
     assert len(plan.splitlines()) == len(rows) and "h here" not in plan
     for r in rows.itertuples():
         assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
