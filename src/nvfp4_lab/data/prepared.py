@@ -65,8 +65,8 @@ SPLITS = ("train", "val")
 
 
 def prepared_dir(cfg: DataConfig) -> Path:
-    """The folder ``prepare(cfg)`` fills (for ``bin``: ``cfg.path`` itself)."""
-    if cfg.source == "bin":
+    """The folder ``prepare(cfg)`` fills (for ``bin`` and ``shards``: ``cfg.path`` itself)."""
+    if cfg.source in ("bin", "shards"):
         return Path(cfg.path)
     if cfg.source == "textdir":
         root = Path(cfg.path).resolve()
@@ -161,9 +161,12 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
 
 
 def prepare(cfg: DataConfig) -> Path:
-    """Make sure the prepared folder of ``cfg`` exists and return it (see module doc)."""
+    """Make sure the prepared folder of ``cfg`` exists and return it (see module doc); shards
+    are only checked (``DataConfig.check_path``)."""
     cfg.check_path()
     target = prepared_dir(cfg)
+    if cfg.source == "shards":
+        return target
     if cfg.source == "bin":
         load_prepared(target)
         return target

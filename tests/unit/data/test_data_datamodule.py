@@ -52,8 +52,9 @@ def test_slots_split_one_global_batch(pydoc_dirs):
         assert torch.equal(small.batch(step)[0], whole[:BATCH])
     from nvfp4_lab.data.datamodule import batch_seed
     g = torch.Generator().manual_seed(batch_seed(5, 9))
-    start = int(torch.randint(0, len(small.data.train) - SEQ, (1,), generator=g))
-    want = torch.from_numpy(np.asarray(small.data.train[start:start + SEQ], dtype=np.int64))
+    train = small.data.train.arrays[0]          # a prepared folder: one file
+    start = int(torch.randint(0, len(train) - SEQ, (1,), generator=g))
+    want = torch.from_numpy(np.asarray(train[start:start + SEQ], dtype=np.int64))
     assert torch.equal(small.batch(9)[0][0], want)
 
 
@@ -65,7 +66,7 @@ def test_slot_is_micro_batch_then_rank():
 
 def test_windows_come_from_the_train_split_and_cover_it(pydoc_dirs):
     dm = make_dm(pydoc_dirs)
-    train = bytes(np.asarray(dm.data.train, np.uint8))  # bytes tokenizer: ids are bytes
+    train = bytes(np.asarray(dm.data.train.arrays[0], np.uint8))  # bytes tokenizer: ids are bytes
     found = []
     for index in range(50):
         x, y = dm.batch(index)
@@ -115,7 +116,7 @@ def test_val_windows_are_fixed_and_spread(pydoc_dirs):
     assert all(torch.equal(p, q) for p, q in zip(a, b))
     x, y = a
     assert x.shape == (3 * BATCH, SEQ)
-    val = _stream(make_dm(pydoc_dirs).data.val)
+    val = _stream(make_dm(pydoc_dirs).data.val.arrays[0])
     starts = val_starts(len(val), SEQ, 3 * BATCH)
     assert starts[0] == 0 and starts[-1] == len(val) - SEQ - 1  # first to last token
     assert np.all(np.diff(starts) >= SEQ)  # targets never counted twice
