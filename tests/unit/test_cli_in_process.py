@@ -55,6 +55,9 @@ def test_shards_that_cannot_be_read_get_one_line_exit_2_and_nothing_written(caps
     assert err.startswith(f"nvfp4-lab: {shards / 'fineweb_val_000000.bin'}: no header this "
                           "code knows") and err.count("\n") == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+    assert main(["prepare-data", "data=shards", f"data.path={shards}"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"nvfp4-lab: {shards / 'fineweb_val_000000.bin'}: no header this code knows")
 
 
 def test_the_cli_silences_lightnings_leafspec_notice_and_nothing_else(capsys):

@@ -20,12 +20,15 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from .config import DataConfig
-from .prepared import PreparedData
 from .shard_formats import ShardFile, open_shard, read_meta_vocab
 from .shard_set import ShardSet
 from .shards import ShardError
+
+if TYPE_CHECKING:     # DataConfig.check_path calls load_shards: no import back
+    from .config import DataConfig
+    from .prepared import PreparedData
 
 SPLITS = ("train", "val")
 # what the llm.c versions hold, for the message that asks for data.vocab_size
