@@ -33,8 +33,3 @@ def write_meta_pkl(folder: Path, vocab_size: int) -> None:
     with open(folder / "meta.pkl", "wb") as f:
         pickle.dump(meta, f)
 
-
-def distinct_tokens(n: int, first: int, vocab: int) -> np.ndarray:
-    """n ids from ``first`` counting up modulo ``vocab``: each window's tokens say where in
-    which file it starts (files given far-apart ``first``s)."""
-    return (first + np.arange(n)) % vocab

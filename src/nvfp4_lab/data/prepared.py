@@ -24,7 +24,8 @@ prepared under a lock (``<cache>/.<source>.<tag>.lock``), so of two jobs that ne
 prepares it and the other waits and reuses it; it is written under a temporary name and
 renamed into place in one step, so a crash leaves no half folder. Corpora are held in memory
 while preparing: megabytes, not gigabytes. Bigger data is tokenized elsewhere and brought in as
-``data=bin``.
+``data=bin``, or as shards of llm.c's or nanoGPT's formats with ``data=shards``
+(shard_data.py), which are read where they lie and never prepared.
 
 ``load_prepared(path)`` memory-maps both shards and refuses a folder whose shard headers
 disagree with its meta.json (token counts, vocab size, end-of-text id, tokenizer

@@ -17,6 +17,7 @@ checked as it is read: a max over a few thousand ids, never a scan of the files.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -36,6 +37,7 @@ class ShardSet:
     def n_tokens(self) -> int:
         return sum(len(a) for a in self.arrays)
 
+    @cached_property
     def _lengths(self) -> np.ndarray:
         return np.array([len(a) for a in self.arrays], np.int64)
 
@@ -48,10 +50,10 @@ class ShardSet:
         return int(self._in_order(seq_len).sum())
 
     def _starts(self, seq_len: int) -> np.ndarray:
-        return np.maximum(self._lengths() - seq_len, 0)
+        return np.maximum(self._lengths - seq_len, 0)
 
     def _in_order(self, seq_len: int) -> np.ndarray:
-        return np.maximum((self._lengths() - 1) // seq_len, 0)
+        return np.maximum((self._lengths - 1) // seq_len, 0)
 
     def at(self, index: np.ndarray, seq_len: int) -> np.ndarray:
         """The windows of ``index`` (int, [n], each in [0, n_starts)): [n, seq_len + 1]."""
