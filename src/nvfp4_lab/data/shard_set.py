@@ -64,8 +64,8 @@ class ShardSet:
         """The ``k``-th windows (int, [n], any k >= 0) of the epochs: [n, seq_len + 1]."""
         counts = self._in_order(seq_len)
         if not counts.sum():
-            raise ShardError(f"no file of {self.names[0]}, ... holds one window of "
-                             f"seq_len + 1 = {seq_len + 1} tokens")
+            raise ShardError(f"none of the {len(self.names)} files from {self.names[0]} on "
+                             f"holds a window of seq_len + 1 = {seq_len + 1} tokens")
         shard, window = _locate(counts, np.asarray(k, np.int64) % counts.sum())
         return self._rows(shard, window * seq_len, seq_len)
 
