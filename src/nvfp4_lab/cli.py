@@ -137,8 +137,9 @@ def _close_process_group() -> None:
 
 
 def prepare_data(argv: list[str]) -> int:
-    """Prepare the corpus of the composed config (``data=...`` overrides)."""
-    from .data import DataConfig, prepare
+    """Prepare the corpus of the composed config (``data=...`` overrides); shards and a
+    prepared folder are checked."""
+    from .data import DataConfig, ShardError, prepare
     from .train.preflight import composed
     from .train.schema import plain
 
@@ -149,7 +150,10 @@ def prepare_data(argv: list[str]) -> int:
         data = plain(cfg.data, DataConfig)
     except (ValueError, TypeError) as err:
         return _refused(err)
-    print(f"prepared: {prepare(data)}")
+    try:
+        print(f"prepared: {prepare(data)}")
+    except (ShardError, FileNotFoundError, FileExistsError) as err:
+        return _refused(err)
     return 0
 
 

@@ -121,6 +121,10 @@ ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
     "model.pattern": ("", ("model.pattern", "model.mamba_chunk", "model.mamba_conv",  # a
                            "model.mamba_expand", "model.mamba_groups",             # transformer
                            "model.mamba_head_dim", "model.mamba_state")),
+    "data.train": (None, ("data.train",)),          # no shards: a prepared folder
+    "data.val": (None, ("data.val",)),
+    "data.order": ("random", ("data.order",)),      # windows drawn from (seed, step)
+    "data.format": ("auto", ("data.format",)),      # recognised by header
 }
 
 

@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": f"{REPO / 'src'}:{REPO / 'kernels'}", "OMP_NUM_THREADS": "1"}
 
@@ -86,3 +88,14 @@ def test_gpu_check_reaches_every_stage_with_real_paths(tmp_path):
     cases = kernels_call[kernels_call.index("--cases") + 1].split(",")
     source = (REPO / "benchmarks/bench_kernels.py").read_text()
     assert [c for c in cases if f'    "{c}": QuantSpec(' not in source] == []
+
+
+def test_bench_shards_quick_prints_each_orders_share_of_the_step():
+    out = run(sys.executable, "benchmarks/bench_shards.py", "--quick", "--shipped-step")
+    step = float(out.split("nano BF16 CPU step ")[1].split(" ms")[0])
+    assert "(step_times.csv, " in out
+    rows = table(out)
+    assert [r[0] for r in rows] == ["random", "sequential"]
+    for _, ms, share, under in rows:
+        assert float(share.rstrip("%")) == pytest.approx(100 * float(ms) / step, abs=0.01)
+        assert under == ("yes" if float(ms) / step < 0.05 else "no")

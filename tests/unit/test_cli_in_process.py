@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 import torch.utils._pytree as torch_pytree
+from helpers.shard_writers import write_llmc
 from lightning.pytorch.utilities import _pytree as lightning_pytree
 
 from nvfp4_lab import cli
@@ -33,6 +34,30 @@ def test_a_mistake_gets_one_line_exit_2_and_nothing_written(argv, says, capsys, 
     assert main(argv) == 2
     assert capsys.readouterr().err == f"nvfp4-lab: {says}\n"
     assert not any(tmp_path.iterdir())
+
+
+def test_shards_that_cannot_be_read_get_one_line_exit_2_and_nothing_written(capsys, tmp_path,
+                                                                           monkeypatch):
+    shards, out = tmp_path / "shards", tmp_path / "out"
+    shards.mkdir()
+    write_llmc(shards / "fineweb_train_000000.bin", range(1000))
+    write_llmc(shards / "fineweb_val_000000.bin", range(300))
+    monkeypatch.chdir(tmp_path)
+    run = ["run", "data=shards", f"data.path={shards}", "data.vocab_size=512",
+           f"output_root={out}"]
+    assert main([*run, "data.val=val_*.bin"]) == 2
+    assert capsys.readouterr().err == (
+        f"nvfp4-lab: data.val='val_*.bin' matches no file in {shards}; give the pattern of "
+        "the val shards' names, e.g. data.val='fineweb_val_*.bin'\n")
+    (shards / "fineweb_val_000000.bin").write_bytes(b"\x01" * 2000)       # a foreign file
+    assert main(run) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"nvfp4-lab: {shards / 'fineweb_val_000000.bin'}: no header this "
+                          "code knows") and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["shards"]
+    assert main(["prepare-data", "data=shards", f"data.path={shards}"]) == 2
+    assert capsys.readouterr().err.startswith(
+        f"nvfp4-lab: {shards / 'fineweb_val_000000.bin'}: no header this code knows")
 
 
 def test_the_cli_silences_lightnings_leafspec_notice_and_nothing_else(capsys):

@@ -5,6 +5,9 @@
     tokenizer.py   raw bytes, or byte-level BPE trained on the train split
     shards.py      token shards with a self-describing header
     prepared.py    documents -> train.bin / val.bin / tokenizer.json / meta.json, once
+    shard_formats.py  the token files of llm.c, nanoGPT and the lab, recognised by header
+    shard_set.py   a split in one or more files: windows by index, or in order by epoch
+    shard_data.py  ShardData: the splits a run reads (data=shards, or a prepared folder)
     datamodule.py  LMDataModule: batches as a pure function of (seed, step, slot); Slots
 
 Typical use::
@@ -21,6 +24,9 @@ _NAMES = by_module({
     "datamodule": "LMDataModule Slots",
     "prepared": "PreparedData load_prepared prepare prepared_dir",
     "shards": "ShardError read_header read_shard write_shard",
+    "shard_data": "ShardData load_shards",
+    "shard_formats": "ShardFile open_shard",
+    "shard_set": "ShardSet",
     "tokenizer": "BPETokenizer ByteTokenizer Tokenizer load_tokenizer make_tokenizer",
 })
 __getattr__, __dir__ = exports(__name__, _NAMES)

@@ -15,6 +15,8 @@ Sources:
     pydoc        the standard library's help topics; always present, used by the tests
     textdir      every ``*.txt`` under ``path``, one document per file
     bin          ``path`` already holds ``train.bin``, ``val.bin`` and ``meta.json``
+    shards       ``path`` holds token files written elsewhere (llm.c, modded-nanogpt, nanoGPT)
+                 or by the lab, found by the patterns ``train`` and ``val`` (shard_data.py)
 
 Validation is split by its dependency on the filesystem: values are checked here, when the
 config is built (possibly on a laptop that composes a sweep for a cluster); whether ``path``
@@ -28,13 +30,18 @@ from pathlib import Path
 
 from ..cache import cache_root
 from ..configs import default_option, option_settings
+from .shard_formats import FORMATS
 from .shards import MAX_VOCAB
 
-SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin")
+SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin", "shards")
 TOKENIZERS = ("bpe", "bytes")
-CHOICES = {"source": SOURCES, "tokenizer": TOKENIZERS}   # the keys with a closed set
+ORDERS = ("random", "sequential")
+# the keys with a closed set
+CHOICES = {"source": SOURCES, "tokenizer": TOKENIZERS, "order": ORDERS, "format": FORMATS}
 # sources that read ``path``
-PATH_SOURCES = ("textdir", "bin")
+PATH_SOURCES = ("textdir", "bin", "shards")
+_PATH_HOLDS = {"textdir": "*.txt files", "bin": "train.bin, val.bin and meta.json",
+               "shards": "token shards"}
 # 256 byte symbols of the byte-level alphabet plus <|endoftext|>
 MIN_BPE_VOCAB = 257
 
@@ -54,10 +61,20 @@ class DataConfig:
     """bpe (byte-level BPE trained on the train split) | bytes (raw UTF-8 bytes, vocab 256)."""
     vocab_size: int = 4096
     """BPE vocabulary size, special token included; keep it a multiple of 128 so the embedding
-    and LM-head GEMMs stay aligned. Ignored by ``bytes``."""
+    and LM-head GEMMs stay aligned. Ignored by ``bytes``. shards: the model's vocabulary, or 0
+    for the one the shards' headers or meta.pkl state."""
     path: str | None = None
     """textdir: a folder of .txt files, one document each. bin: a folder holding train.bin,
-    val.bin and meta.json. Unused by the other sources."""
+    val.bin and meta.json. shards: the folder of the shards. Unused by the other sources."""
+    train: str | None = None
+    """shards: the training shards' names under ``path``, a glob (``fineweb_train_*.bin``)."""
+    val: str | None = None
+    """shards: the validation shards' names under ``path``, a glob."""
+    order: str = "random"
+    """random (windows drawn from (seed, step)) | sequential (consecutive windows, file after
+    file, epoch after epoch, from the step)."""
+    format: str = "auto"
+    """shards: auto (recognised by header: llm.c, the lab's) | nanogpt (headerless uint16)."""
     val_docs: list[str] = field(default_factory=list)
     """Documents held out for validation, by name; empty means: pick by ``val_fraction``."""
     val_fraction: float = 0.05
@@ -71,14 +88,15 @@ class DataConfig:
     def __post_init__(self):
         for key, allowed in CHOICES.items():
             _choice(f"data.{key}", getattr(self, key), allowed)
-        if self.tokenizer == "bpe" and not MIN_BPE_VOCAB <= self.vocab_size <= MAX_VOCAB:
+        if self.source == "shards":
+            self._check_shards()
+        elif self.tokenizer == "bpe" and not MIN_BPE_VOCAB <= self.vocab_size <= MAX_VOCAB:
             raise ValueError(f"data.vocab_size={self.vocab_size} must be in "
                              f"[{MIN_BPE_VOCAB}, {MAX_VOCAB}] for data.tokenizer=bpe "
                              "(256 byte symbols + <|endoftext|> at least)")
         if self.source in PATH_SOURCES and not self.path:
             raise ValueError(f"data.source={self.source} needs data.path (a folder of "
-                             + ("*.txt files)" if self.source == "textdir"
-                                else "train.bin, val.bin and meta.json)"))
+                             f"{_PATH_HOLDS[self.source]})")
         if not 0.0 < self.val_fraction < 1.0:
             raise ValueError(f"data.val_fraction={self.val_fraction} must be in (0, 1)")
         # omegaconf hands over a ListConfig; the rest of the package wants a plain list
@@ -89,10 +107,25 @@ class DataConfig:
             raise ValueError("data.cache_dir is empty; give a folder for prepared data, or "
                              "null for the user cache")
 
+    def _check_shards(self) -> None:
+        if not 0 <= self.vocab_size <= MAX_VOCAB:
+            raise ValueError(f"data.vocab_size={self.vocab_size} must be in [0, {MAX_VOCAB}] "
+                             "for data.source=shards (0: the vocabulary the shards state)")
+        for key in ("train", "val"):
+            if not getattr(self, key):
+                raise ValueError(f"data.source=shards needs data.{key}, the pattern of the "
+                                 f"{key} shards' names (e.g. data.{key}='*{key}*.bin')")
+
     def check_path(self) -> None:
-        """FileNotFoundError unless ``path`` is a folder, for the sources that read it."""
+        """FileNotFoundError unless ``path`` is a folder, for the sources that read it; for
+        ``shards``, ShardError unless every shard's header agrees with its file (headers and
+        sizes only: quick on any number of shards)."""
         if self.source in PATH_SOURCES and not Path(str(self.path)).is_dir():
             raise FileNotFoundError(f"data.path={self.path!r} is not a folder")
+        if self.source == "shards":
+            from .shard_data import load_shards
+
+            load_shards(self)
 
     @property
     def cache(self) -> Path:

@@ -17,6 +17,12 @@ see the same 2b windows at every step.
                                          window of seq_len + 1 tokens, y[:, t] the token
                                          after x[:, t]
 
+With ``data.order=sequential`` the global batch of ``step`` is instead the next
+``slots * batch_size`` consecutive windows of the train split, file after file and epoch after
+epoch (``ShardSet.in_order``), as llm.c and modded-nanogpt read their shards: still a function
+of the step alone. Either way the windows come from a ``ShardSet`` (shard_set.py), one file or
+many, so the lab's prepared data and shards written elsewhere are drawn from alike.
+
 Validation is fixed: ``val_batches`` global batches of windows spread evenly over the val
 split, the same for every seed and run, so validation losses compare across seeds, recipes
 and resumes; each rank evaluates its own slots of each. If the val split is too short for
@@ -38,7 +44,9 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from .config import DataConfig
-from .prepared import PreparedData, load_prepared, prepare, prepared_dir
+from .prepared import load_prepared, prepare, prepared_dir
+from .shard_data import ShardData, load_shards
+from .shard_set import ShardSet
 
 
 def batch_seed(seed: int, step: int) -> int:
@@ -77,11 +85,9 @@ class Slots:
         return micro * self.world + self.rank
 
 
-def _windows(tokens: np.ndarray, starts: np.ndarray, seq_len: int) -> tuple[torch.Tensor,
-                                                                             torch.Tensor]:
-    """x, y: int64 [len(starts), seq_len] from the windows tokens[s : s + seq_len + 1]."""
-    idx = starts[:, None] + np.arange(seq_len + 1)  # [B, T + 1]
-    w = torch.from_numpy(tokens[idx].astype(np.int64))
+def _xy(rows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    """x, y: int64 [n, seq_len] from windows of seq_len + 1 tokens, [n, seq_len + 1]."""
+    w = torch.from_numpy(rows)
     return w[:, :-1].contiguous(), w[:, 1:].contiguous()
 
 
@@ -103,7 +109,7 @@ class _ValBatches(Dataset):
     """This rank's validation batches: global batch k's slot s is windows
     [(k * count + s) * b, ...) of the fixed val windows."""
 
-    def __init__(self, tokens: np.ndarray, starts: np.ndarray, seq_len: int, b: int,
+    def __init__(self, tokens: ShardSet, starts: np.ndarray, seq_len: int, b: int,
                  slots: Slots):
         self.tokens, self.seq_len, self.b = tokens, seq_len, b
         n = -(-len(starts) // b)            # a short val split may end on a partial batch
@@ -114,7 +120,7 @@ class _ValBatches(Dataset):
         return len(self.starts)
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
-        return _windows(self.tokens, self.starts[i], self.seq_len)
+        return _xy(self.tokens.at(self.starts[i], self.seq_len))
 
 
 def val_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
@@ -134,7 +140,8 @@ def val_starts(n_tokens: int, seq_len: int, n_windows: int) -> np.ndarray:
 
 
 class LMDataModule(L.LightningDataModule):
-    """Token windows from a prepared folder (prepared.py) for next-token prediction."""
+    """Token windows from a prepared folder (prepared.py) or shards (shard_data.py) for
+    next-token prediction."""
 
     def __init__(self, cfg: DataConfig, *, seq_len: int, batch_size: int, seed: int,
                  val_batches: int):
@@ -148,7 +155,7 @@ class LMDataModule(L.LightningDataModule):
         self.cfg = cfg
         self.seq_len, self.batch_size, self.seed = seq_len, batch_size, seed
         self.val_batches = val_batches
-        self.data: PreparedData | None = None
+        self.data: ShardData | None = None
 
     def prepare_data(self) -> None:
         # Lightning calls this on one process per node, before setup on every process
@@ -157,16 +164,22 @@ class LMDataModule(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self.data is not None:
             return
+        self.data = self._open()
+        if self.data.train.n_starts(self.seq_len) < 1:
+            raise ValueError(f"the train split has {self.data.train.n_tokens} tokens, fewer "
+                             f"than one window of seq_len + 1 = {self.seq_len + 1} in any "
+                             "one file")
+
+    def _open(self) -> ShardData:
+        if self.cfg.source == "shards":
+            return load_shards(self.cfg)
         path = prepared_dir(self.cfg)
         if not (path / "meta.json").exists():
             raise FileNotFoundError(f"no prepared data at {path}; call prepare_data() first "
                                     "or run `nvfp4-lab prepare-data` with the same data=")
-        self.data = load_prepared(path)
-        if len(self.data.train) < self.seq_len + 1:
-            raise ValueError(f"the train split has {len(self.data.train)} tokens, fewer than "
-                             f"one window of seq_len + 1 = {self.seq_len + 1}")
+        return ShardData.of_prepared(load_prepared(path))
 
-    def _loaded(self) -> PreparedData:
+    def _loaded(self) -> ShardData:
         if self.data is None:
             raise RuntimeError("LMDataModule: call setup() first")
         return self.data
@@ -177,7 +190,8 @@ class LMDataModule(L.LightningDataModule):
 
     @property
     def fingerprint(self) -> str:
-        """sha256 of the prepared data's meta.json: corpus checksum, split and tokenizer."""
+        """sha256 of the prepared data's meta.json (corpus checksum, split and tokenizer), or
+        of the shards' names, formats and lengths."""
         return self._loaded().fingerprint
 
     @property
@@ -196,10 +210,13 @@ class LMDataModule(L.LightningDataModule):
         if step < 0 or not 0 <= slot < slots:
             raise ValueError(f"step={step}, slot={slot}, slots={slots}: need step >= 0 and "
                              "0 <= slot < slots")
-        train, b = self._loaded().train, self.batch_size
+        train, b, seq_len = self._loaded().train, self.batch_size, self.seq_len
+        if self.cfg.order == "sequential":
+            first = (step * slots + slot) * b
+            return _xy(train.in_order(np.arange(first, first + b), seq_len))
         g = torch.Generator().manual_seed(batch_seed(self.seed, step))
-        starts = torch.randint(0, len(train) - self.seq_len, (slots * b,), generator=g)
-        return _windows(train, starts[slot * b:(slot + 1) * b].numpy(), self.seq_len)
+        starts = torch.randint(0, train.n_starts(seq_len), (slots * b,), generator=g)
+        return _xy(train.at(starts[slot * b:(slot + 1) * b].numpy(), seq_len))
 
     def train_dataloader(self) -> DataLoader:
         trainer = self.trainer
@@ -211,9 +228,11 @@ class LMDataModule(L.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         """``val_batches`` global batches of fixed windows; this rank's slots of each."""
         val, slots = self._loaded().val, Slots.of(self.trainer)
-        b = self.batch_size
-        starts = val_starts(len(val), self.seq_len, self.val_batches * slots.count * b)
-        return DataLoader(_ValBatches(val, starts, self.seq_len, b, slots), batch_size=None,
+        b, seq_len = self.batch_size, self.seq_len
+        # the val windows' starts, as if every file's were one stream (ShardSet.at)
+        starts = val_starts(val.n_starts(seq_len) + seq_len, seq_len,
+                            self.val_batches * slots.count * b)
+        return DataLoader(_ValBatches(val, starts, seq_len, b, slots), batch_size=None,
                           shuffle=False)
 
     def state_dict(self) -> dict:

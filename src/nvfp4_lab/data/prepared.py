@@ -24,7 +24,8 @@ prepared under a lock (``<cache>/.<source>.<tag>.lock``), so of two jobs that ne
 prepares it and the other waits and reuses it; it is written under a temporary name and
 renamed into place in one step, so a crash leaves no half folder. Corpora are held in memory
 while preparing: megabytes, not gigabytes. Bigger data is tokenized elsewhere and brought in as
-``data=bin``.
+``data=bin``, or as shards of llm.c's or nanoGPT's formats with ``data=shards``
+(shard_data.py), which are read where they lie and never prepared.
 
 ``load_prepared(path)`` memory-maps both shards and refuses a folder whose shard headers
 disagree with its meta.json (token counts, vocab size, end-of-text id, tokenizer
@@ -65,8 +66,8 @@ SPLITS = ("train", "val")
 
 
 def prepared_dir(cfg: DataConfig) -> Path:
-    """The folder ``prepare(cfg)`` fills (for ``bin``: ``cfg.path`` itself)."""
-    if cfg.source == "bin":
+    """The folder ``prepare(cfg)`` fills (for ``bin`` and ``shards``: ``cfg.path`` itself)."""
+    if cfg.source in ("bin", "shards"):
         return Path(cfg.path)
     if cfg.source == "textdir":
         root = Path(cfg.path).resolve()
@@ -161,9 +162,12 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
 
 
 def prepare(cfg: DataConfig) -> Path:
-    """Make sure the prepared folder of ``cfg`` exists and return it (see module doc)."""
+    """Make sure the prepared folder of ``cfg`` exists and return it (see module doc); shards
+    are only checked (``DataConfig.check_path``)."""
     cfg.check_path()
     target = prepared_dir(cfg)
+    if cfg.source == "shards":
+        return target
     if cfg.source == "bin":
         load_prepared(target)
         return target

@@ -15,6 +15,14 @@ from nvfp4_lab.data import DataConfig
     ({"val_fraction": 1.0}, "data.val_fraction=1.0 must be in"),
     ({"val_docs": ["a", "a"]}, "names a document twice"),
     ({"cache_dir": ""}, "data.cache_dir is empty"),
+    ({"order": "shuffled"}, "data.order='shuffled' is not one of random, sequential"),
+    ({"format": "gpt2"}, "data.format='gpt2' is not one of auto, nanogpt"),
+    ({"source": "shards", "path": "d", "val": "v*"}, "data.source=shards needs data.train"),
+    ({"source": "shards", "path": "d", "train": "t*"}, "data.source=shards needs data.val"),
+    ({"source": "shards", "train": "t*", "val": "v*"},
+     "data.source=shards needs data.path"),
+    ({"source": "shards", "path": "d", "train": "t*", "val": "v*", "vocab_size": -1},
+     "data.vocab_size=-1 must be in"),
 ])
 def test_bad_values_name_the_key(kw, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
@@ -24,6 +32,13 @@ def test_bad_values_name_the_key(kw, message):
 def test_bytes_ignores_vocab_size_and_tags():
     assert DataConfig(tokenizer="bytes", vocab_size=1).tokenizer_tag == "bytes"
     assert DataConfig(vocab_size=2048).tokenizer_tag == "bpe2048"
+
+
+def test_shards_take_any_vocabulary_the_model_can_have():
+    """No BPE range for shards: nanoGPT's 65 characters, or 0 for what the files state."""
+    for vocab in (0, 65, 128256):
+        assert DataConfig(source="shards", path="d", train="t*", val="v*",
+                          vocab_size=vocab).vocab_size == vocab
 
 
 def test_omegaconf_structured_schema():

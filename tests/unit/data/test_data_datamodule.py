@@ -6,8 +6,9 @@ import lightning.pytorch as L
 import numpy as np
 import pytest
 import torch
+from helpers.shard_writers import write_llmc
 
-from nvfp4_lab.data import LMDataModule, Slots
+from nvfp4_lab.data import DataConfig, LMDataModule, Slots
 from nvfp4_lab.data.datamodule import val_starts
 
 SEQ, BATCH = 32, 4
@@ -52,8 +53,9 @@ def test_slots_split_one_global_batch(pydoc_dirs):
         assert torch.equal(small.batch(step)[0], whole[:BATCH])
     from nvfp4_lab.data.datamodule import batch_seed
     g = torch.Generator().manual_seed(batch_seed(5, 9))
-    start = int(torch.randint(0, len(small.data.train) - SEQ, (1,), generator=g))
-    want = torch.from_numpy(np.asarray(small.data.train[start:start + SEQ], dtype=np.int64))
+    train = small.data.train.arrays[0]          # a prepared folder: one file
+    start = int(torch.randint(0, len(train) - SEQ, (1,), generator=g))
+    want = torch.from_numpy(np.asarray(train[start:start + SEQ], dtype=np.int64))
     assert torch.equal(small.batch(9)[0][0], want)
 
 
@@ -65,7 +67,7 @@ def test_slot_is_micro_batch_then_rank():
 
 def test_windows_come_from_the_train_split_and_cover_it(pydoc_dirs):
     dm = make_dm(pydoc_dirs)
-    train = bytes(np.asarray(dm.data.train, np.uint8))  # bytes tokenizer: ids are bytes
+    train = bytes(np.asarray(dm.data.train.arrays[0], np.uint8))  # bytes tokenizer: ids are bytes
     found = []
     for index in range(50):
         x, y = dm.batch(index)
@@ -115,7 +117,7 @@ def test_val_windows_are_fixed_and_spread(pydoc_dirs):
     assert all(torch.equal(p, q) for p, q in zip(a, b))
     x, y = a
     assert x.shape == (3 * BATCH, SEQ)
-    val = _stream(make_dm(pydoc_dirs).data.val)
+    val = _stream(make_dm(pydoc_dirs).data.val.arrays[0])
     starts = val_starts(len(val), SEQ, 3 * BATCH)
     assert starts[0] == 0 and starts[-1] == len(val) - SEQ - 1  # first to last token
     assert np.all(np.diff(starts) >= SEQ)  # targets never counted twice
@@ -191,3 +193,91 @@ def test_lightning_resume_sees_the_uninterrupted_batches(pydoc_dirs, tmp_path):
     ref = dm()
     ref.setup()
     assert all(torch.equal(x, ref.batch(i // 2, i % 2, 2)[0]) for i, x in enumerate(straight))
+
+
+@pytest.fixture
+def llmc_dir(tmp_path):
+    """Three llm.c training shards of unequal length and two validation shards."""
+    rng = np.random.default_rng(3)
+    for name, n in (("fineweb_train_000001.bin", 700), ("fineweb_train_000002.bin", 330),
+                    ("fineweb_train_000003.bin", 1500), ("fineweb_val_000000.bin", 300),
+                    ("fineweb_val_000001.bin", 200)):
+        write_llmc(tmp_path / name, rng.integers(0, 50257, n))
+    return tmp_path
+
+
+def shards_dm(folder, seed=0, batch_size=BATCH, **kw):
+    cfg = DataConfig(source="shards", path=str(folder), train="fineweb_train_*.bin",
+                     val="fineweb_val_*.bin", vocab_size=50304, **kw)
+    dm = LMDataModule(cfg, seq_len=SEQ, batch_size=batch_size, seed=seed, val_batches=2)
+    dm.setup("fit")
+    return dm
+
+
+def _loader(dm, step, accumulate=1, rank=0, world=1, n=6):
+    dm.trainer = SimpleNamespace(global_step=step, accumulate_grad_batches=accumulate,
+                                 global_rank=rank, world_size=world)
+    return [x for x, _ in itertools.islice(dm.train_dataloader(), n)]
+
+
+def _in_files(dm, rows) -> list[tuple[int, int]]:
+    """(file, start) of each row of x: found by search in the train files' tokens."""
+    found = []
+    for row in rows.numpy():
+        hits = [(f, s) for f, a in enumerate(dm.data.train.arrays)
+                for s in range(len(a) - SEQ) if np.array_equal(a[s:s + SEQ], row)]
+        assert len(hits) == 1
+        found.append(hits[0])
+    return found
+
+
+@pytest.mark.parametrize("order", ["random", "sequential"])
+def test_shards_draw_the_same_batches_again_and_after_a_resume(llmc_dir, order):
+    first = _loader(shards_dm(llmc_dir, seed=4, order=order), step=0, n=8)
+    again = _loader(shards_dm(llmc_dir, seed=4, order=order), step=0, n=8)
+    resumed = _loader(shards_dm(llmc_dir, seed=4, order=order), step=5, n=3)
+    assert all(torch.equal(a, b) for a, b in zip(first, again))
+    assert all(torch.equal(a, b) for a, b in zip(first[5:], resumed))
+    assert len({tuple(x.flatten().tolist()) for x in first}) == 8     # no step repeats
+
+
+def test_random_shards_follow_the_seed_and_reach_every_file(llmc_dir):
+    a, b = shards_dm(llmc_dir, seed=1), shards_dm(llmc_dir, seed=2)
+    assert not torch.equal(a.batch(0)[0], b.batch(0)[0])
+    files = [f for step in range(12) for f, _ in _in_files(a, a.batch(step)[0])]
+    counts = np.bincount(files, minlength=3)
+    assert counts.min() > 0 and counts.argmax() == 2       # the longest file most often
+
+
+@pytest.mark.parametrize("order", ["random", "sequential"])
+def test_two_ranks_of_shards_draw_the_one_process_global_batch(llmc_dir, order):
+    one = _loader(shards_dm(llmc_dir, seed=6, batch_size=2 * BATCH, order=order), step=3, n=3)
+    ranks = [_loader(shards_dm(llmc_dir, seed=6, order=order), step=3, rank=r, world=2, n=3)
+             for r in (0, 1)]
+    assert all(torch.equal(one[k], torch.cat([ranks[0][k], ranks[1][k]])) for k in range(3))
+
+
+def test_sequential_shards_visit_every_window_once_per_epoch(llmc_dir):
+    dm = shards_dm(llmc_dir, order="sequential", batch_size=1)
+    lengths = [len(a) for a in dm.data.train.arrays]
+    epoch = [(f, s) for f, n in enumerate(lengths) for s in range(0, n - SEQ, SEQ)]
+    assert len(epoch) == 21 + 10 + 46
+    seen = [_in_files(dm, dm.batch(step)[0])[0] for step in range(len(epoch) + 3)]
+    assert seen == epoch + epoch[:3]
+
+
+def test_validation_over_shards_is_fixed_and_stays_in_its_files(llmc_dir):
+    dm = shards_dm(llmc_dir)
+    dm.trainer = SimpleNamespace(global_step=0, accumulate_grad_batches=1, global_rank=0,
+                                 world_size=1)
+    rows = torch.cat([torch.cat([x, y[:, -1:]], 1) for x, y in dm.val_dataloader()])
+    assert rows.shape == (2 * BATCH, SEQ + 1)
+    val = dm.data.val.arrays
+    starts = []
+    for row in rows.numpy():
+        hits = [(f, s) for f, a in enumerate(val) for s in range(len(a) - SEQ)
+                if np.array_equal(a[s:s + SEQ + 1], row)]
+        assert len(hits) == 1
+        starts.append(hits[0])
+    assert {f for f, _ in starts} == {0, 1}                   # both val files are read
+    assert all(f0 != f1 or s1 - s0 >= SEQ for (f0, s0), (f1, s1) in zip(starts, starts[1:]))

@@ -9,6 +9,7 @@ sweep started before an upgrade would be refused as "a different config" on resu
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from omegaconf import OmegaConf
@@ -17,6 +18,7 @@ from nvfp4_lab.rundir import ADDED, config_hash
 from nvfp4_lab.train.schema import RootConfig
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "run_config_2026-12-01.yaml"
+PUBLISHED = Path(__file__).parents[3] / "results"
 RECORDED = "a79acb817d6278e1"
 
 
@@ -59,7 +61,10 @@ def test_the_new_keys_count_once_they_select_something():
                {"quant": {"four_over_six": {"operands": ["fprop.x"]}}},
                {"quant": {"row_scaled": ["fprop.x"]}},
                {"quant": {"ms_eden": ["dgrad.dy"]}},
-               {"branch_from": "nvfp4"}]
+               {"branch_from": "nvfp4"},
+               {"data": {"order": "sequential"}},
+               {"data": {"format": "nanogpt"}},
+               {"data": {"train": "*train*.bin", "val": "*val*.bin"}}]
     hashes = {config_hash(today(c), world=1) for c in changed}
     assert len(hashes) == len(changed) and RECORDED not in hashes
 
@@ -102,3 +107,17 @@ def test_the_packaged_configs_put_prepared_data_in_the_user_cache():
 
     for path in sorted((conf_dir() / "data").glob("*.yaml")):
         assert OmegaConf.load(path)["cache_dir"] is None, path
+
+
+def test_every_published_run_hashes_as_its_summary_recorded():
+    """Each published run's config.yaml, loaded into today's schema, hashes to the
+    config_hash of its summary.json: so rerunning its command finds it done."""
+    schema = OmegaConf.structured(RootConfig)
+    runs = [p.parent for p in sorted(PUBLISHED.rglob("config.yaml"))
+            if (p.parent / "summary.json").is_file()]
+    assert len(runs) > 200
+    wrong = [str(run) for run in runs
+             if config_hash(OmegaConf.merge(schema, OmegaConf.load(run / "config.yaml")),
+                            world=1)
+             != json.loads((run / "summary.json").read_text())["config_hash"]]
+    assert not wrong, f"{len(wrong)} of {len(runs)} published runs: {wrong[:3]}"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers.shard_writers import write_llmc
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from nvfp4_lab.configs import conf_dir
@@ -266,3 +267,24 @@ def test_the_dry_run_imports_no_lightning(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=tmp_path).stdout.splitlines()
     assert out[0].startswith("4 jobs") and out[-1] == "[]", out
+
+
+def test_shards_are_checked_by_header_before_torch_loads(tmp_path):
+    """A truncated shard among several is named in one line by the check, which reads
+    headers and sizes only and imports neither torch nor Lightning; intact shards pass."""
+    for name, n in (("fineweb_train_000001.bin", 3000), ("fineweb_train_000002.bin", 2000),
+                    ("fineweb_val_000000.bin", 1000)):
+        write_llmc(tmp_path / name, range(n))
+    argv = ["data=shards", f"data.path={tmp_path}", "data.vocab_size=512"]
+    assert check([*argv, "data.val=fineweb_val_*.bin"]) is None
+    bad = tmp_path / "fineweb_train_000002.bin"
+    bad.write_bytes(bad.read_bytes()[:-2])
+    code = ("import sys\n"
+            "from nvfp4_lab.train.preflight import check\n"
+            f"print(check({argv!r}))\n"
+            "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out[0].startswith(f"{bad}: 5022 bytes, but its header says 2000 tokens of 2 "
+                             "bytes (5024 bytes): the file is truncated")
+    assert out[1:] == ["[]"]
