@@ -250,7 +250,10 @@ def _explain(err: ConfigCompositionException, trial: list[str]) -> str:
     if m := _NO_OPTION.search(text):
         return _no_option(m[1], m[2], f"{m[1]}={m[2]}")
     cause = err.__cause__ or err
-    culprit = next((o for o in trial if o.split("=", 1)[0].lstrip("+~") in text), None)
+    # the override whose key the message names; the longest (``trainer.progress``, not
+    # ``trainer``, whose name is in it too)
+    named = [o for o in trial if o.split("=", 1)[0].lstrip("+~") in text]
+    culprit = max(named, key=lambda o: len(o.split("=", 1)[0]), default=None)
     return (f"{culprit}: " if culprit else "") + _first_line(cause)
 
 

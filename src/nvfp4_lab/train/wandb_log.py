@@ -20,8 +20,11 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib.util
+import netrc
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import urlparse
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -48,10 +51,25 @@ def refusal(cfg: LoggerConfig) -> str | None:
         return None
     import wandb
 
-    if not wandb.login(prompt=False, verify=False):
+    settings = wandb.Settings()     # as wandb.init reads them: the settings files, then
+    settings.update_from_system_settings()      # the environment
+    settings.update_from_env_vars(dict(os.environ))
+    if not _has_credentials(settings):
         return ("logger.mode=online: no W&B API key (set WANDB_API_KEY or run `wandb login`); "
                 + OFFLINE)
-    return _unreachable(wandb.Settings().base_url)
+    return _unreachable(settings.base_url)
+
+
+def _has_credentials(settings) -> bool:
+    """Whether ``wandb.init`` finds credentials without asking: an API key or an identity
+    token file in the settings or the environment, or a ``.netrc`` entry for the server."""
+    if settings.api_key or settings.identity_token_file:
+        return True
+    try:
+        rc = netrc.netrc(os.environ.get("NETRC"))       # None: ~/.netrc
+    except (OSError, netrc.NetrcParseError):
+        return False
+    return rc.authenticators(urlparse(settings.base_url).hostname or "") is not None
 
 
 @functools.cache
