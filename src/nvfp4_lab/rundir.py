@@ -7,6 +7,7 @@
       checkpoints/branch/    the steps other arms branch from (train/branch.py)
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
+      logs/wandb/          the Weights & Biases run's local files (``logger=wandb``)
       errors/rank<R>.txt   a failed data-parallel rank's status, cause and traceback
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
       summary.json         ``Summary``: status (running | done | failed | diverged), losses,
