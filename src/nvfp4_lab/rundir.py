@@ -7,6 +7,7 @@
       checkpoints/branch/    the steps other arms branch from (train/branch.py)
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
+      logs/wandb/          the Weights & Biases run's local files (``logger=wandb``)
       errors/rank<R>.txt   a failed data-parallel rank's status, cause and traceback
       metrics.csv          the attempts merged: step, tokens, train_loss, val_loss, val_bpb, ...
       summary.json         ``Summary``: status (running | done | failed | diverged), losses,
@@ -19,9 +20,9 @@ order ``sweep_jobs`` expands the sweep (its ``multirun.yaml``).
 Rules (docs/architecture.md, Run directories): a directory whose ``summary.json`` says ``done``
 is never trained into again; a directory holding a run of a *different* config is refused;
 ``resume=never`` refuses any directory that already holds a run. The config hash leaves out
-the keys that do not change what is computed (``resume``, ``trainer.progress``), hashes the
-data-parallel layout as the micro-batches it makes (``_as_slots``: 2 DDP ranks are one
-process accumulating 2), and leaves out the keys added since runs were first hashed while
+the keys that do not change what is computed (``resume``, ``trainer.progress``, ``logger``),
+hashes the data-parallel layout as the micro-batches it makes (``_as_slots``: 2 DDP ranks
+are one process accumulating 2), and leaves out the keys added since runs were first hashed while
 they select nothing (``ADDED``), so that a run started by an older version still
 resumes, and still counts as done, after an upgrade.
 """
@@ -45,7 +46,7 @@ from omegaconf import DictConfig, OmegaConf
 
 SUMMARY = "summary.json"
 CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]   # metrics.csv
-VOLATILE = ("resume", "trainer.progress")
+VOLATILE = ("resume", "trainer.progress", "logger")   # change nothing a run computes
 
 
 def sweep_jobs(params: Any, overrides: list[str]) -> list[list[str]]:
@@ -212,13 +213,16 @@ class Summary:
         known = {k: v for k, v in raw.items() if k in FIELDS}
         return cls(**{**known, "status": Status(raw["status"])})
 
+    def record(self) -> dict[str, Any]:
+        """The fields as ``summary.json`` holds them (plain values)."""
+        return {k: v.value if isinstance(v, Status) else v
+                for k, v in dataclasses.asdict(self).items()
+                if v is not None or k not in OPTIONAL_KEYS}
+
     def write(self, run: Path) -> None:
         """Atomically: a reader never sees half a summary."""
-        record = {k: v.value if isinstance(v, Status) else v
-                  for k, v in dataclasses.asdict(self).items()
-                  if v is not None or k not in OPTIONAL_KEYS}
         tmp = Path(run) / f"{SUMMARY}.{os.getpid()}.tmp"
-        tmp.write_text(json.dumps(record, indent=2, default=str) + "\n")
+        tmp.write_text(json.dumps(self.record(), indent=2, default=str) + "\n")
         tmp.replace(Path(run) / SUMMARY)
 
 

@@ -27,6 +27,8 @@ GROUP = ("no config tokens_per_step/512 (+tokens_per_step=512); the options of "
      "ablation=rht_size: the group ablation is not in the defaults, so it is added with a +: "
      "write +ablation=rht_size"),
     (["run", "quant.rht.size=3"], "quant.rht.size=3 must be a power of two in 2..256"),
+    (["run", "trainer=cpu", "trainer.progress=fast"],        # the key, not its group
+     "trainer.progress=fast: Invalid value 'fast', expected one of [auto, rich, plain, none]"),
 ])
 def test_a_mistake_gets_one_line_exit_2_and_nothing_written(argv, says, capsys, tmp_path,
                                                            monkeypatch):

@@ -14,12 +14,12 @@ from ..formats import QuantSpec
 from ..model import ModelConfig
 from ..quant import Recipe, operand_plan
 from . import branch
-from .schema import TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
+from .schema import LoggerConfig, TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
 
 @dataclass(frozen=True)
 class Job:
-    """What one job trains, and for how long."""
+    """What one job trains, for how long, and where it reports."""
 
     arm: str | None
     recipe: Recipe
@@ -30,6 +30,7 @@ class Job:
     tokens_per_step: int        # on the launcher's (or the config's) data-parallel processes
     max_steps: int              # the whole run's optimizer steps
     branch_step: int | None     # a branch's first step (it trains the rest), else None
+    logger: LoggerConfig
 
     @classmethod
     def resolve(cls, cfg: DictConfig) -> Job:
@@ -47,7 +48,7 @@ class Job:
                                  model.non_embedding_params() if t.tokens_per_param else 0)
         return cls(cfg.get("arm"), recipe_of(cfg.quant), model,
                    plain(cfg.data, DataConfig), t, tr, tokens_per_step, max_steps,
-                   branch.branch_step(cfg, max_steps))
+                   branch.branch_step(cfg, max_steps), plain(cfg.logger, LoggerConfig))
 
     @property
     def steps_here(self) -> int:

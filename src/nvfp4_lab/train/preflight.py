@@ -35,6 +35,7 @@ from omegaconf.errors import OmegaConfBaseException
 from ..configs import conf_dir, config_groups
 from .job import Job
 from .schema import register
+from .wandb_log import refusal as wandb_refusal
 
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
@@ -158,8 +159,10 @@ def _jobs(trial: list[str], multirun: bool, swept: list[str]) -> list[Job] | str
 def _check_here(job: Job) -> None:
     """What only the machine that trains can answer, asked when that is this one (any
     launcher but SLURM's): the data folder, a CUDA device for a GPU accelerator, a torch the
-    compiled backend is checked on."""
+    compiled backend is checked on, W&B for ``logger=wandb``."""
     job.data.check_path()
+    if why := wandb_refusal(job.logger):
+        raise ValueError(why)
     if job.trainer.accelerator in ("gpu", "cuda"):
         _check_cuda(job.trainer.accelerator)
     if job.recipe.backend == "compiled":
@@ -247,7 +250,10 @@ def _explain(err: ConfigCompositionException, trial: list[str]) -> str:
     if m := _NO_OPTION.search(text):
         return _no_option(m[1], m[2], f"{m[1]}={m[2]}")
     cause = err.__cause__ or err
-    culprit = next((o for o in trial if o.split("=", 1)[0].lstrip("+~") in text), None)
+    # the override whose key the message names; the longest (``trainer.progress``, not
+    # ``trainer``, whose name is in it too)
+    named = [o for o in trial if o.split("=", 1)[0].lstrip("+~") in text]
+    culprit = max(named, key=lambda o: len(o.split("=", 1)[0]), default=None)
     return (f"{culprit}: " if culprit else "") + _first_line(cause)
 
 

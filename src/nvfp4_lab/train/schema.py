@@ -70,6 +70,7 @@ MXScale = choices("MXScale", E8M0_MODES)
 Schedule = choices("Schedule", ("wsd", "cosine"))
 Resume = choices("Resume", ("auto", "never"))
 Progress = choices("Progress", ("auto", "rich", "plain", "none"))
+WandbMode = choices("WandbMode", ("online", "offline", "disabled"))
 
 
 @dataclass
@@ -258,6 +259,18 @@ class TrainerConfig:
                 "trainer.devices=auto to take the launcher's count")
 
 
+@dataclass
+class LoggerConfig:
+    """Where a run reports besides ``metrics.csv`` and TensorBoard: Weights & Biases when
+    ``wandb`` (``logger=wandb``; train/wandb_log.py). Logging changes nothing a run computes:
+    the config hash leaves it out."""
+
+    wandb: bool = False
+    project: str = "nvfp4-lab"
+    entity: str | None = None       # null: the API key's default entity
+    mode: WandbMode = WandbMode.online   # offline: written under logs/wandb, `wandb sync` later
+
+
 def process_rank() -> int:
     """This process's global rank: torchrun's RANK, srun's SLURM_PROCID, or the LOCAL_RANK
     Lightning gives the workers it starts itself (one node); 0 alone."""
@@ -292,6 +305,7 @@ class RootConfig:
     data: DataConfig = field(default_factory=DataConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    logger: LoggerConfig = field(default_factory=LoggerConfig)
 
 
 def register() -> None:

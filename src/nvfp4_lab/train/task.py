@@ -22,19 +22,19 @@ from pathlib import Path
 import lightning as L
 import torch
 from lightning.pytorch.callbacks import Callback, ModelCheckpoint
-from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger
+from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, WandbLogger
 from omegaconf import DictConfig, OmegaConf
 
 from .. import rundir
 from ..data import LMDataModule
-from . import branch, threads
+from . import branch, threads, wandb_log
 from .auto_backend import AutoBackend
 from .console import adopt_lightning_log, say
 from .job import Job
 from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
-from .schema import TrainConfig, TrainerConfig, apply_arm, process_rank
+from .schema import Refused, TrainConfig, TrainerConfig, apply_arm, process_rank
 
 
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
@@ -44,6 +44,8 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     raw, cfg = cfg, apply_arm(cfg)
     job = Job.of_arm(cfg)
     job.trainer.check_launch(multirun)
+    if why := wandb_log.refusal(job.logger):
+        raise Refused(why)
     world = job.trainer.world_size()
     start = rundir.check_can_start(out, cfg, world=world, tokens_per_step=job.tokens_per_step)
     if start == rundir.Start.done:
@@ -89,6 +91,7 @@ class _Run:
     since: float = dataclasses.field(default_factory=time.time)
     task: LMTask | None = None
     auto: AutoBackend | None = None
+    wandb: WandbLogger | None = None
 
     @classmethod
     def begin(cls, cfg: DictConfig, job: Job, out: Path, chash: str, start: rundir.Start,
@@ -113,7 +116,8 @@ class _Run:
         if rank0:
             say(str(plan))
             base.write(out)
-        return cls(out, job, base, fork)
+        return cls(out, job, base, fork, wandb=wandb_log.logger(
+            job.logger, cfg, out, base.started, position and position.dir))
 
     def fit(self, raw: DictConfig, start: rundir.Start, multirun: bool,
             position: SweepPosition | None) -> None:
@@ -133,7 +137,8 @@ class _Run:
         self.auto = AutoBackend(job.recipe, model, job.tokens_per_step, job.max_steps)
         trainer = _trainer(job.trainer, t, out, job.max_steps, job.tokens_per_step, multirun,
                            position, [self.auto, SaveForBranches(
-                               out, branch.save_steps(raw, job.max_steps))])
+                               out, branch.save_steps(raw, job.max_steps))],
+                           [self.wandb] if self.wandb else [])
         resume = out / "checkpoints" / "last.ckpt" if start == rundir.Start.resume else None
         trainer.fit(task, datamodule=dm,
                     ckpt_path=resume or (self.fork.checkpoint if self.fork else None))
@@ -174,6 +179,8 @@ class _Run:
         if status == rundir.Status.done and self.auto is not None:
             self.auto.record(df, self.wall, summary.backend)
         summary.write(out)
+        if self.wandb is not None:
+            wandb_log.close(self.wandb, summary)
         say(f"{out}: {status.value}" + (f" ({error})" if error else "")
             + (f", val loss {summary.final_val_loss:.4f}" if summary.final_val_loss else ""))
         return summary
@@ -240,12 +247,13 @@ def _strategy(tr: TrainerConfig):
 
 def _trainer(tr: TrainerConfig, t: TrainConfig, out: Path, max_steps: int,
              tokens_per_step: int, multirun: bool, position: SweepPosition | None,
-             run_callbacks: list[Callback]) -> L.Trainer:
+             run_callbacks: list[Callback], run_loggers: list[Logger]) -> L.Trainer:
     rich = wants_rich(tr.progress, position.parallel if position else 1)
     adopt_lightning_log()
     if multirun or not rich:
         quiet_lightning()
-    loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb")]
+    loggers = [CSVLogger(out / "logs", name="csv"), TensorBoardLogger(out / "logs", name="tb"),
+               *run_loggers]
     # no version counter: a run directory moved or copied elsewhere and resumed there still
     # writes last.ckpt (the callback knows only its old path, and would write last-v1.ckpt)
     callbacks = [ModelCheckpoint(dirpath=out / "checkpoints", every_n_train_steps=t.ckpt_every,

@@ -1,6 +1,7 @@
 """Every shipped config composes, and a composed quant option is its preset."""
 from __future__ import annotations
 
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -11,10 +12,10 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.quant import PRESETS, from_dict, to_dict
-from nvfp4_lab.train.schema import apply_arm, recipe_of
+from nvfp4_lab.train.schema import LoggerConfig, apply_arm, recipe_of
 
 CONF = conf_dir()
-GROUPS = ("model", "quant", "data", "train", "trainer", "launcher")
+GROUPS = ("model", "quant", "data", "train", "trainer", "launcher", "logger")
 OPTIONS = [(g, p.stem) for g in GROUPS for p in sorted((CONF / g).glob("*.yaml"))]
 ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
 
@@ -24,6 +25,14 @@ def test_every_group_has_options():
     assert {"formats", "components", "token_efficiency", "precision_switch", "cumulative",
             "bf16_layers", "sr_placement", "rht_gemms", "rht_size", "rht_signs", "consistency",
             "smoke", "quickstart"} <= set(ABLATIONS)
+
+
+def test_where_a_run_reports_names_no_job_directory():
+    """``logger=wandb`` (or any logger key) added to a sweep run again into its directory
+    finds the same job directories: the keys are left out of ``override_dirname``."""
+    hydra = OmegaConf.load(CONF / "config.yaml").hydra
+    excluded = set(hydra.job.config.override_dirname.exclude_keys)
+    assert {"logger", *(f"logger.{f.name}" for f in fields(LoggerConfig))} <= excluded
 
 
 @pytest.mark.parametrize(("group", "option"), OPTIONS, ids=[f"{g}={o}" for g, o in OPTIONS])
