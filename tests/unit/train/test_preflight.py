@@ -228,8 +228,8 @@ def test_arms_that_train_the_same_thing_are_warned_about(model, repeated, capsys
 def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_path,
                                                                             monkeypatch):
     """formats: one line per published row of its claims not superseded by a larger sweep, on
-    the verdicts' metric, with the seeds of the shipped table (the index's results/claims.csv); no cost without
-    measured step times."""
+    the verdicts' metric, with the seeds of the shipped table (the index's results/claims.csv);
+    no cost without measured step times."""
     from nvfp4_lab.analysis.context import shipped
     from nvfp4_lab.train.preview import preview
 
