@@ -74,13 +74,19 @@ def test_mistakes_get_one_line_naming_the_fix(argv, expected):
 def test_a_refused_config_is_reported_before_torch_or_lightning_loads(argv):
     """The mistakes a config can show are found with neither imported (about 2 s and 4 s of
     a cold start on the 2-core box): the answer comes in well under a second."""
+    out = _check_alone(argv)
+    assert out[0] != "None" and out[-1] == "[]", out
+
+
+def _check_alone(argv: list[str]) -> list[str]:
+    """The check's answer in a fresh interpreter, then which of torch and Lightning it
+    imported."""
     code = ("import sys\n"
             "from nvfp4_lab.train.preflight import check\n"
             f"print(check({argv!r}))\n"
             "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
-    assert out[0] != "None" and out[-1] == "[]", out
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.splitlines()
 
 
 @pytest.mark.parametrize("argv", [
@@ -279,12 +285,7 @@ def test_shards_are_checked_by_header_before_torch_loads(tmp_path):
     assert check([*argv, "data.val=fineweb_val_*.bin"]) is None
     bad = tmp_path / "fineweb_train_000002.bin"
     bad.write_bytes(bad.read_bytes()[:-2])
-    code = ("import sys\n"
-            "from nvfp4_lab.train.preflight import check\n"
-            f"print(check({argv!r}))\n"
-            "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True).stdout.splitlines()
+    out = _check_alone(argv)
     assert out[0].startswith(f"{bad}: 5022 bytes, but its header says 2000 tokens of 2 "
                              "bytes (5024 bytes): the file is truncated")
     assert out[1:] == ["[]"]
