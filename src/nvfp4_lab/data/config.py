@@ -216,6 +216,8 @@ def help_lines() -> list[str]:
 
 
 def _takes(key: str, kind: str) -> str:
+    if key == "tokenizer":
+        return f"one of {', '.join(TOKENIZERS)}; hf: a hub name or a tokenizer.json"
     return f"one of {', '.join(CHOICES[key])}" if key in CHOICES else kind
 
 
