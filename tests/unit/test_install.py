@@ -22,9 +22,10 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"nvfp4_lab", "nvfp4_kernels"}
 # which extras each tree may rely on: the library itself only on the core dependencies
-# (src: and the wandb extra, which train/wandb_log.py imports only once it has found it)
-TREES = {"src": ("wandb",), "kernels": ("test",), "tests": ("test", "wandb"),
-         "benchmarks": ("test",)}
+# (src: and the wandb and hf extras, which train/wandb_log.py and data/hf_source.py import
+# only once they are needed, saying how to install them when they are not there)
+TREES = {"src": ("wandb", "hf"), "kernels": ("test",), "tests": ("test", "wandb", "hf"),
+         "benchmarks": ("test", "hf")}
 NUMERICS = ("torch", "triton", "numpy", "tokenizers", "lightning", "hydra-core")
 
 
