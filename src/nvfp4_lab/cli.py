@@ -139,7 +139,7 @@ def _close_process_group() -> None:
 def prepare_data(argv: list[str]) -> int:
     """Prepare the corpus of the composed config (``data=...`` overrides); shards and a
     prepared folder are checked."""
-    from .data import DataConfig, ShardError, prepare
+    from .data import DataConfig, DataUnavailable, prepare
     from .train.preflight import composed
     from .train.schema import plain
 
@@ -151,9 +151,14 @@ def prepare_data(argv: list[str]) -> int:
     except (ValueError, TypeError) as err:
         return _refused(err)
     try:
-        print(f"prepared: {prepare(data)}")
-    except (ShardError, FileNotFoundError, FileExistsError) as err:
-        return _refused(err)
+        path = prepare(data)
+    except (ValueError, FileNotFoundError, FileExistsError, DataUnavailable) as err:
+        return _refused(err)      # ShardError, a dataset's or a tokenizer's mistake
+    print(f"prepared: {path}")
+    if data.source == "hf":
+        from .data.hf_prepare import summary
+
+        print(summary(path))
     return 0
 
 

@@ -73,10 +73,15 @@ def _yaml(path: Path) -> Any:
 
 
 def option_settings(group: str) -> dict[str, dict[str, Any]]:
-    """Each option of ``group`` and the settings its file makes (``defaults`` left out)."""
+    """Each option of ``group`` and the settings its file makes, over those of the options
+    of the same group it names in its ``defaults`` (a preset over ``data/hf.yaml``)."""
     def settings(name: str) -> dict[str, Any]:
         node = _yaml(conf_dir() / group / f"{name}.yaml") or {}
-        return {str(k): v for k, v in node.items() if k != "defaults"}
+        base: dict[str, Any] = {}
+        for parent in node.get("defaults") or []:
+            if isinstance(parent, str) and parent != "_self_":
+                base.update(settings(parent))
+        return {**base, **{str(k): v for k, v in node.items() if k != "defaults"}}
     return {name: settings(name) for name in config_groups()[group]}
 
 

@@ -126,6 +126,9 @@ ADDED: dict[str, tuple[object, tuple[str, ...]]] = {
     "data.val": (None, ("data.val",)),
     "data.order": ("random", ("data.order",)),      # windows drawn from (seed, step)
     "data.format": ("auto", ("data.format",)),      # recognised by header
+    "data.name": (None, ("data.name", "data.subset", "data.split", "data.text_column",  # no
+                         "data.eot", "data.max_tokens", "data.shard_tokens",        # dataset
+                         "data.workers")),                                          # to prepare
 }
 
 

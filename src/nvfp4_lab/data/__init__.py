@@ -9,6 +9,10 @@
     shard_set.py   a split in one or more files: windows by index, or in order by epoch
     shard_data.py  ShardData: the splits a run reads (data=shards, or a prepared folder)
     datamodule.py  LMDataModule: batches as a pure function of (seed, step, slot); Slots
+    hf_source.py   data=hf: a hub dataset or local parquet / jsonl / arrow files, streamed
+    hf_shards.py   llm.c shards of a fixed token count, written as the tokens come
+    hf_prepare.py  data=hf: documents -> pretrained tokenizer -> shards, resumable, in parallel
+    hf_progress.py tokens, tokens per second and time left while it runs
 
 Typical use::
 
@@ -22,6 +26,7 @@ _NAMES = by_module({
     "config": "DataConfig",
     "corpus": "DataUnavailable load_documents split_documents",
     "datamodule": "LMDataModule Slots",
+    "hf_prepare": "prepare_hf",
     "prepared": "PreparedData load_prepared prepare prepared_dir",
     "shards": "ShardError read_header read_shard write_shard",
     "shard_data": "ShardData load_shards",

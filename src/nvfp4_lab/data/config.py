@@ -17,6 +17,9 @@ Sources:
     bin          ``path`` already holds ``train.bin``, ``val.bin`` and ``meta.json``
     shards       ``path`` holds token files written elsewhere (llm.c, modded-nanogpt, nanoGPT)
                  or by the lab, found by the patterns ``train`` and ``val`` (shard_data.py)
+    hf           a Hugging Face dataset (``name``: a hub name, or local parquet / jsonl /
+                 arrow files) tokenized by a pretrained tokenizer into llm.c shards in
+                 ``path`` (hf_prepare.py); ``prepare-data`` only, a run reads them as shards
 
 Validation is split by its dependency on the filesystem: values are checked here, when the
 config is built (possibly on a laptop that composes a sweep for a cluster); whether ``path``
@@ -25,23 +28,28 @@ check when the jobs train where it runs.
 """
 from __future__ import annotations
 
+import math
+import re
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 from ..cache import cache_root
 from ..configs import default_option, option_settings
 from .shard_formats import FORMATS
 from .shards import MAX_VOCAB
 
-SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin", "shards")
+SOURCES = ("shakespeare", "pycode", "pydoc", "textdir", "bin", "shards", "hf")
 TOKENIZERS = ("bpe", "bytes")
 ORDERS = ("random", "sequential")
 # the keys with a closed set
 CHOICES = {"source": SOURCES, "tokenizer": TOKENIZERS, "order": ORDERS, "format": FORMATS}
-# sources that read ``path``
-PATH_SOURCES = ("textdir", "bin", "shards")
+READ_PATH = ("textdir", "bin", "shards")     # sources that read ``path``
+PATH_SOURCES = (*READ_PATH, "hf")            # ... and need it
 _PATH_HOLDS = {"textdir": "*.txt files", "bin": "train.bin, val.bin and meta.json",
-               "shards": "token shards"}
+               "shards": "token shards", "hf": "the shards to write"}
+# a count written as 2000000000, 2_000_000_000 or 2e9
+_COUNT = re.compile(r"\d+(_\d+)*|\d+(\.\d+)?[eE]\+?\d+")
 # 256 byte symbols of the byte-level alphabet plus <|endoftext|>
 MIN_BPE_VOCAB = 257
 
@@ -51,6 +59,20 @@ def _choice(name: str, value, allowed) -> None:
         raise ValueError(f"{name}={value!r} is not one of {', '.join(allowed)}")
 
 
+def count(key: str, value: Any) -> int:
+    """``value`` as a whole count of at least 1: an int, an integral float (Hydra reads ``2e9``
+    as one), or a string such as ``2e9`` or ``2_000_000_000`` (YAML reads ``2e9`` as one)."""
+    number = value
+    if isinstance(value, str) and _COUNT.fullmatch(value.strip()):
+        digits = value.strip().replace("_", "")
+        number = int(digits) if digits.isdigit() else float(digits)
+    if (isinstance(number, bool) or not isinstance(number, int | float)
+            or not math.isfinite(number) or number != int(number) or number < 1):
+        raise ValueError(f"data.{key}={value!r} is not a count of at least 1; write it as "
+                         "2000000000, 2_000_000_000 or 2e9")
+    return int(number)
+
+
 @dataclass
 class DataConfig:
     """Where the tokens of a run come from."""
@@ -58,7 +80,8 @@ class DataConfig:
     source: str = "shakespeare"
     """shakespeare | pycode | pydoc | textdir | bin."""
     tokenizer: str = "bpe"
-    """bpe (byte-level BPE trained on the train split) | bytes (raw UTF-8 bytes, vocab 256)."""
+    """bpe (byte-level BPE trained on the train split) | bytes (raw UTF-8 bytes, vocab 256).
+    hf: a pretrained tokenizer, a hub name (``gpt2``) or a ``tokenizer.json`` file."""
     vocab_size: int = 4096
     """BPE vocabulary size, special token included; keep it a multiple of 128 so the embedding
     and LM-head GEMMs stay aligned. Ignored by ``bytes``. shards: the model's vocabulary, or 0
@@ -80,6 +103,24 @@ class DataConfig:
     val_fraction: float = 0.05
     """Hold out whole documents, picked by a stable hash of their name, until at least this
     fraction of the bytes is held out (never fewer than one document)."""
+    name: str | None = None
+    """hf: the dataset, a hub name (``HuggingFaceFW/fineweb-edu``) or local parquet / jsonl /
+    arrow files (a file, a folder of them, or a glob)."""
+    subset: str | None = None
+    """hf: the dataset's configuration (``sample-10BT``), or null for its default."""
+    split: str = "train"
+    """hf: the dataset's split to read; the validation split is drawn from it by hash."""
+    text_column: str = "text"
+    """hf: the column holding each document's text."""
+    eot: str = "<|endoftext|>"
+    """hf: the tokenizer's end-of-text token, written before every document."""
+    max_tokens: Any = None
+    """hf: stop at the first document boundary at or past this many tokens (both splits,
+    end-of-text tokens included): 2e9, 2_000_000_000; null: the whole dataset."""
+    shard_tokens: Any = 100_000_000
+    """hf: tokens per shard (the last of each split holds the rest): 1e8 as modded-nanogpt."""
+    workers: int = 1
+    """hf: processes that tokenize (1: this process, with the tokenizer's own threads)."""
     cache_dir: str | None = None
     """Prepared data goes to ``<cache_dir>/<source>/<tokenizer tag>/``; downloads to
     ``<cache_dir>/downloads/``. None: the user cache's ``data/`` (``cache.py``), one per
@@ -87,9 +128,12 @@ class DataConfig:
 
     def __post_init__(self):
         for key, allowed in CHOICES.items():
-            _choice(f"data.{key}", getattr(self, key), allowed)
+            if not (key == "tokenizer" and self.source == "hf"):
+                _choice(f"data.{key}", getattr(self, key), allowed)
         if self.source == "shards":
             self._check_shards()
+        elif self.source == "hf":
+            self._check_hf()
         elif self.tokenizer == "bpe" and not MIN_BPE_VOCAB <= self.vocab_size <= MAX_VOCAB:
             raise ValueError(f"data.vocab_size={self.vocab_size} must be in "
                              f"[{MIN_BPE_VOCAB}, {MAX_VOCAB}] for data.tokenizer=bpe "
@@ -116,11 +160,27 @@ class DataConfig:
                 raise ValueError(f"data.source=shards needs data.{key}, the pattern of the "
                                  f"{key} shards' names (e.g. data.{key}='*{key}*.bin')")
 
+    def _check_hf(self) -> None:
+        if not self.name:
+            raise ValueError("data.source=hf needs data.name, a hub dataset "
+                             "(HuggingFaceFW/fineweb-edu) or local parquet / jsonl / arrow files")
+        if not self.tokenizer or not self.eot:
+            raise ValueError("data.source=hf needs data.tokenizer (a hub name such as gpt2, or "
+                             "a tokenizer.json file) and data.eot (its end-of-text token)")
+        if self.workers < 1:
+            raise ValueError(f"data.workers={self.workers} must be at least 1")
+        self.shard_tokens = count("shard_tokens", self.shard_tokens)
+        if self.shard_tokens >= 2 ** 31:      # llm.c's header holds the count in an int32
+            raise ValueError(f"data.shard_tokens={self.shard_tokens} must be below 2^31 "
+                             "(llm.c's header); 1e8 is modded-nanogpt's")
+        if self.max_tokens is not None:
+            self.max_tokens = count("max_tokens", self.max_tokens)
+
     def check_path(self) -> None:
         """FileNotFoundError unless ``path`` is a folder, for the sources that read it; for
         ``shards``, ShardError unless every shard's header agrees with its file (headers and
         sizes only: quick on any number of shards)."""
-        if self.source in PATH_SOURCES and not Path(str(self.path)).is_dir():
+        if self.source in READ_PATH and not Path(str(self.path)).is_dir():
             raise FileNotFoundError(f"data.path={self.path!r} is not a folder")
         if self.source == "shards":
             from .shard_data import load_shards
@@ -156,6 +216,8 @@ def help_lines() -> list[str]:
 
 
 def _takes(key: str, kind: str) -> str:
+    if key == "tokenizer":
+        return f"one of {', '.join(TOKENIZERS)}; hf: a hub name or a tokenizer.json"
     return f"one of {', '.join(CHOICES[key])}" if key in CHOICES else kind
 
 

@@ -66,8 +66,9 @@ SPLITS = ("train", "val")
 
 
 def prepared_dir(cfg: DataConfig) -> Path:
-    """The folder ``prepare(cfg)`` fills (for ``bin`` and ``shards``: ``cfg.path`` itself)."""
-    if cfg.source in ("bin", "shards"):
+    """The folder ``prepare(cfg)`` fills (for ``bin``, ``shards`` and ``hf``: ``cfg.path``
+    itself)."""
+    if cfg.source in ("bin", "shards", "hf"):
         return Path(cfg.path)
     if cfg.source == "textdir":
         root = Path(cfg.path).resolve()
@@ -163,7 +164,12 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
 
 def prepare(cfg: DataConfig) -> Path:
     """Make sure the prepared folder of ``cfg`` exists and return it (see module doc); shards
-    are only checked (``DataConfig.check_path``)."""
+    are only checked (``DataConfig.check_path``); ``hf`` writes or completes its shards
+    (hf_prepare.py)."""
+    if cfg.source == "hf":
+        from .hf_prepare import prepare_hf
+
+        return prepare_hf(cfg)
     cfg.check_path()
     target = prepared_dir(cfg)
     if cfg.source == "shards":

@@ -21,6 +21,11 @@ Shakespeare corpus. ``vocab_size`` is the configured size even when a tiny corpu
 of merges before reaching it: the model is built for that many ids, ids above the learned
 ones are simply never seen. As with GPT-2, a document containing the literal string
 ``<|endoftext|>`` gets the separator id there.
+
+``BPETokenizer.pretrained`` loads a tokenizer trained elsewhere (``data=hf``): a local
+``tokenizer.json``, or a hub name whose ``tokenizer.json`` ``huggingface_hub`` fetches once
+into its cache (offline, only the cache is looked at). Its end-of-text token is the configured
+one (``data.eot``), and nothing the tokenizer's post-processor would add (a BOS) is added.
 """
 from __future__ import annotations
 
@@ -84,17 +89,18 @@ class ByteTokenizer:
 class BPETokenizer:
     """Byte-level BPE (``tokenizers``) with ``<|endoftext|>`` as id 0."""
 
-    def __init__(self, tok, vocab_size: int | None = None):
+    def __init__(self, tok, vocab_size: int | None = None, eot: str = EOT):
         """tok: a ``tokenizers.Tokenizer``; vocab_size: the size models are built for
-        (default: the learned size; must not be smaller)."""
+        (default: the learned size; must not be smaller); eot: its end-of-text token."""
         learned = tok.get_vocab_size()
         self.vocab_size = learned if vocab_size is None else vocab_size
         if self.vocab_size < learned:
             raise ValueError(f"vocab_size={vocab_size} is smaller than the tokenizer's "
                              f"{learned} learned ids")
-        self.eot_id = tok.token_to_id(EOT)
+        self.eot_id = tok.token_to_id(eot)
         if self.eot_id is None:
-            raise ValueError(f"tokenizer has no {EOT} token")
+            raise ValueError(f"the tokenizer has no {eot} token; set data.eot to its "
+                             "end-of-text token")
         self.learned_vocab_size = learned
         self.name = f"bpe{self.vocab_size}"
         self._tok = tok
@@ -117,21 +123,33 @@ class BPETokenizer:
         return cls(tok, vocab_size)
 
     @classmethod
-    def load(cls, path: str | Path, vocab_size: int | None = None) -> BPETokenizer:
-        """Read a ``tokenizer.json`` written by ``save``."""
+    def load(cls, path: str | Path, vocab_size: int | None = None,
+             eot: str = EOT) -> BPETokenizer:
+        """Read a ``tokenizer.json`` (``save`` writes one)."""
         from tokenizers import Tokenizer as HFTokenizer
 
-        return cls(HFTokenizer.from_file(str(path)), vocab_size)
+        try:
+            tok = HFTokenizer.from_file(str(path))
+        except Exception as err:     # the Rust side's parse errors are plain Exceptions
+            raise ValueError(f"{path}: not a tokenizer.json the tokenizers library reads "
+                             f"({err})") from None
+        return cls(tok, vocab_size, eot)
+
+    @classmethod
+    def pretrained(cls, spec: str, eot: str = EOT) -> BPETokenizer:
+        """The tokenizer ``spec`` names (``tokenizer_file``), ``eot`` its end-of-text."""
+        return cls.load(tokenizer_file(spec), eot=eot)
 
     def save(self, path: str | Path) -> None:
         self._tok.save(str(path))
 
     def encode(self, text: str) -> list[int]:
-        return self._tok.encode(text).ids
+        return self._tok.encode(text, add_special_tokens=False).ids
 
     def encode_batch(self, texts: list[str]) -> list[np.ndarray]:
-        # the Rust side encodes the texts in parallel
-        return [np.asarray(e.ids, np.int64) for e in self._tok.encode_batch(texts)]
+        # the Rust side encodes the texts in parallel; no BOS or EOS of a post-processor
+        return [np.asarray(e.ids, np.int64)
+                for e in self._tok.encode_batch(texts, add_special_tokens=False)]
 
     def decode(self, ids) -> str:
         # keep <|endoftext|> visible: a sample spanning two documents should show the seam
@@ -139,6 +157,34 @@ class BPETokenizer:
 
     def fingerprint(self) -> str:
         return _sha256(f"{self._tok.to_str()}\nvocab_size={self.vocab_size}")
+
+
+def tokenizer_file(spec: str) -> Path:
+    """The ``tokenizer.json`` ``spec`` names: a file, a folder holding one, or a hub model
+    whose file is fetched into, or found in, huggingface_hub's cache. ``FileNotFoundError``
+    (one line: what could not be found, and how to do without the hub) otherwise."""
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    if path.is_file():
+        return path
+    if spec.endswith(".json") or spec.startswith(("/", ".", "~")) or Path(spec).is_dir():
+        raise FileNotFoundError(f"data.tokenizer={spec!r}: no such tokenizer.json")
+    return _hub_tokenizer(spec)
+
+
+def _hub_tokenizer(name: str) -> Path:
+    """The cached path of hub model ``name``'s ``tokenizer.json``, fetched if need be."""
+    from huggingface_hub import hf_hub_download
+
+    try:
+        return Path(hf_hub_download(name, "tokenizer.json"))
+    except (OSError, ValueError) as err:     # offline, not cached, no such repo or file
+        raise FileNotFoundError(
+            f"data.tokenizer={name!r}: its tokenizer.json could not be fetched from the "
+            f"Hugging Face hub and is not in its cache ({type(err).__name__}); on a machine "
+            f"with a network run `hf download {name} tokenizer.json` and pass the file: "
+            "data.tokenizer=/path/to/tokenizer.json") from None
 
 
 def make_tokenizer(kind: str, train_texts: list[str], vocab_size: int) -> Tokenizer:

@@ -32,6 +32,12 @@ class Job:
     branch_step: int | None     # a branch's first step (it trains the rest), else None
     logger: LoggerConfig
 
+    def __post_init__(self):
+        if self.data.source == "hf":
+            raise ValueError(f"data=hf prepares shards, it does not train: run `nvfp4-lab "
+                             f"prepare-data data=hf ...`, then train on them with data=shards "
+                             f"data.path={self.data.path} (docs/data.md)")
+
     @classmethod
     def resolve(cls, cfg: DictConfig) -> Job:
         """``cfg`` as composed, its ``arm`` not yet applied. ValueError (``Refused``) names

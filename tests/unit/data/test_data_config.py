@@ -68,9 +68,40 @@ def test_prepare_data_help_lists_each_option_of_the_data_group_and_each_key(caps
     assert len(files) >= 5
     for path in files:
         doc = yaml.safe_load(path.read_text())
+        for parent in [d for d in doc.get("defaults", []) if d != "_self_"]:   # a preset
+            doc = {**yaml.safe_load((path.parent / f"{parent}.yaml").read_text()), **doc}
         line = next((s for s in lines if s.split()[:1] == [path.stem]), "")
         assert f"source={doc['source']} tokenizer={doc['tokenizer']}" in line, (path, lines)
     keys = {s.split()[0]: s for s in lines if s.startswith("  data.")}
     assert set(keys) == {f"data.{f.name}" for f in dataclasses.fields(DataConfig)}, lines
-    assert keys["data.tokenizer"].endswith("one of bpe, bytes")
+    assert keys["data.tokenizer"].endswith("one of bpe, bytes; hf: a hub name or a "
+                                           "tokenizer.json")
     assert "(default shakespeare)" in " ".join(lines)
+
+
+@pytest.mark.parametrize("value, count", [
+    ("2e9", 2_000_000_000), ("2_000_000_000", 2_000_000_000), (2e9, 2_000_000_000),
+    (2_000_000_000, 2_000_000_000), ("1.5e3", 1500), ("7", 7)])
+def test_a_count_reads_as_written(value, count):
+    cfg = DataConfig(source="hf", name="d", path="o", max_tokens=value, shard_tokens=value)
+    assert cfg.max_tokens == count and cfg.shard_tokens == count
+
+
+@pytest.mark.parametrize("value", ["2e9x", "two", "1.5", 0, -3, 2.5, True, float("inf"),
+                                   "2_000__0"])
+def test_a_bad_count_is_one_line_naming_the_key_and_the_forms(value):
+    with pytest.raises(ValueError) as err:
+        DataConfig(source="hf", name="d", path="o", max_tokens=value)
+    assert str(err.value).startswith(f"data.max_tokens={value!r} is not a count")
+    assert "2e9" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_hydra_reads_2e9_on_the_command_line_as_a_count():
+    from nvfp4_lab.train.preflight import composed
+    from nvfp4_lab.train.schema import plain
+
+    cfg = composed(["data=fineweb_edu", "data.path=o", "data.max_tokens=2e9"])
+    data = plain(cfg.data, DataConfig)
+    assert data.max_tokens == 2_000_000_000 and data.shard_tokens == 100_000_000
+    assert (data.name, data.subset, data.tokenizer) == ("HuggingFaceFW/fineweb-edu",
+                                                        "sample-10BT", "gpt2")

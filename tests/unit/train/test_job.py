@@ -57,3 +57,9 @@ def test_a_bad_arm_is_refused(composer):
                     "branch_from=switch_fwd_0.82"])
     with pytest.raises(Refused, match="arm 'nvfp4' has none"):
         Job.resolve(cfg)
+
+
+def test_a_run_on_data_hf_is_refused_with_the_command_that_trains_on_its_shards(composer):
+    with pytest.raises(ValueError, match="data=hf prepares shards, it does not train: .* "
+                                         "data=shards data.path=/out"):
+        Job.resolve(composer(["data=fineweb_edu", "data.path=/out"]))
