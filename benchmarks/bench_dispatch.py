@@ -41,7 +41,6 @@ def parse_args() -> argparse.Namespace:
 def coverage(recipe) -> str:
     """"kernels", or the operands the reference computes for want of a kernel."""
     import nvfp4_kernels
-
     from nvfp4_lab.quant import operand_plan
 
     missing = [op for op, o in operand_plan(recipe).items()
