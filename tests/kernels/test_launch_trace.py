@@ -32,7 +32,7 @@ def test_each_kernel_launch_is_one_launch_and_runs():
         x.add_(1)
 
     t = trace(program, [x])
-    assert t.names() == Counter({"test_launches._add_one": 3, H2D_IMPLIED: 1,
+    assert t.names() == Counter({"test_launch_trace._add_one": 3, H2D_IMPLIED: 1,
                                  "aten.add_.Tensor": 1})
     assert t.count(Kind.triton) == 3 and torch.equal(x, torch.full((40,), 4.0))
 
