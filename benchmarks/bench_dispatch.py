@@ -6,11 +6,12 @@
 An estimate: a CPU trace of the CUDA code path (``quant/launches.py``), unconfirmed on a GPU.
 One step is the forward of one ``QuantLinear`` under bf16 autocast and its backward into an
 existing weight gradient (the accumulation's add counted), statistics off, the ``triton``
-backend as ``quant.backend=auto`` picks it on CUDA (here in Triton's interpreter). A recipe
-whose operands no kernel covers is marked: the reference computes them, op by op. The BF16
-``nn.Linear`` row is the same step of the layer a BF16 run keeps. Launches are Triton kernels,
-GEMMs, other compute ops and copies (host-to-device ones included); views, allocations and
-host-side ops are not. Each GEMM's operand and output dtypes are listed.
+backend as ``quant.backend=auto`` picks it on CUDA (here in Triton's interpreter, on any
+machine). A recipe whose operands no kernel covers is marked: the reference computes them, op
+by op. The BF16 ``nn.Linear`` row is the same step of the layer a BF16 run keeps. Launches
+are Triton kernels, GEMMs, other compute ops and copies (host-to-device ones included);
+views, allocations and host-side ops are not. Each GEMM's operand and output dtypes are
+listed.
 """
 from __future__ import annotations
 
@@ -28,14 +29,21 @@ def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--tokens", type=int, default=256,
                    help="tokens per micro-batch (a multiple of every RHT size: 128)")
-    p.add_argument("--in-features", type=int, default=256)
+    p.add_argument("--in-features", type=int, default=384)
     p.add_argument("--out-features", type=int, default=128,
                    help="a multiple of 128 (Quartet II's Dgrad RHT runs along it)")
     p.add_argument("--x-dtype", choices=sorted(DTYPES), default="bf16",
                    help="the layer's input: bf16 after an attention or FFN, fp32 after a norm")
+    p.add_argument("--presets", help="comma-separated recipes (default: every conf/quant one)")
     p.add_argument("--backend", choices=("triton", "reference"), default="triton")
     p.add_argument("--verbose", action="store_true", help="list each launch with its count")
-    return p.parse_args()
+    args = p.parse_args()
+    from nvfp4_lab.quant.presets import PRESETS  # the config layer: no torch import
+
+    unknown = [n for n in (args.presets or "").split(",") if n and n not in PRESETS]
+    if unknown:
+        p.error(f"--presets={args.presets}: {', '.join(unknown)} not among {', '.join(PRESETS)}")
+    return args
 
 
 def coverage(recipe) -> str:
@@ -50,9 +58,10 @@ def coverage(recipe) -> str:
 
 def main() -> None:
     args = parse_args()
-    if not torch.cuda.is_available():
-        os.environ.setdefault("TRITON_INTERPRET", "1")  # before the kernels are imported
-    from nvfp4_lab.quant import PRESETS, QuantLinear, make_backend
+    # the trace runs on CPU tensors, GPU or not: the kernels in the interpreter (set before
+    # they are first imported)
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+    from nvfp4_lab.quant import PRESETS, QuantLinear, make_backend, preset
     from nvfp4_lab.quant.launches import Kind, linear_step
 
     x_dtype = DTYPES[args.x_dtype]
@@ -63,7 +72,9 @@ def main() -> None:
 
     rows = [("bf16 nn.Linear", "-", step(torch.nn.Linear(*shape, bias=False)))]
     skipped = []
-    for name, recipe in PRESETS.items():
+    names = args.presets.split(",") if args.presets else list(PRESETS)
+    for name in names:
+        recipe = preset(name)
         if recipe.format == "bf16":
             skipped.append(name)
             continue

@@ -83,6 +83,7 @@ _NO_KERNEL = {aten._unsafe_view}
 _READ_BACK = {aten._local_scalar_dense, aten.equal, aten.is_nonzero}
 H2D = "h2d copy"
 H2D_IMPLIED = "h2d copy (implied)"
+NO_MOVE = "to_device of a device tensor (no-op)"
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class _Recorder(TorchDispatchMode):
         if packet is aten._to_copy and kwargs.get("non_blocking") and "device" in kwargs:
             # rng.to_device inside cuda_path: from the host, the copy to the device; of a
             # device tensor, nothing (on CUDA, .to returns the tensor itself)
-            return (Kind.view, name) if inputs[0] in self.device else (Kind.copy, H2D)
+            return (Kind.view, NO_MOVE) if inputs[0] in self.device else (Kind.copy, H2D)
         if inputs and not any(t in self.device for t in inputs):
             return Kind.host, name
         if not outputs:

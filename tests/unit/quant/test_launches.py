@@ -11,7 +11,7 @@ from nvfp4_lab.formats.device import cuda_path, on_cuda
 from nvfp4_lab.formats.rng import to_device
 from nvfp4_lab.quant import QuantLinear, preset
 from nvfp4_lab.quant.gemm import local_dtype
-from nvfp4_lab.quant.launches import H2D, H2D_IMPLIED, Kind, linear_step, trace
+from nvfp4_lab.quant.launches import H2D, H2D_IMPLIED, NO_MOVE, Kind, linear_step, trace
 
 
 def signs() -> torch.Tensor:
@@ -50,7 +50,8 @@ def test_a_device_tensor_moved_again_is_no_copy():
         s = to_device(signs(), a.device)
         to_device(s, a.device)                   # on CUDA: s itself, no launch
 
-    assert trace(program, [a]).names() == Counter({H2D: 1})
+    t = trace(program, [a])
+    assert t.names() == Counter({H2D: 1}) and t.names(Kind.view) == Counter({NO_MOVE: 1})
 
 
 def test_cuda_path_is_scoped():
