@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+import pytest
 import torch
 import triton
 import triton.language as tl
@@ -47,3 +48,18 @@ def test_nvfp4_operands_launch_amax_and_quantize_kernels():
     assert (names["fp4._amax_kernel"], names["fp4._quantize_kernel"]) == (5, 5)
     assert (names["aten.zeros.default"], names[H2D], names[H2D_IMPLIED]) == (5, 4, 0)
     assert t.count(Kind.triton) == 10
+
+
+def test_a_failing_step_leaves_nothing_set():
+    from triton.runtime.jit import KernelInterface
+
+    from nvfp4_lab.formats.device import on_cuda
+
+    before = KernelInterface.__getitem__
+
+    def step():
+        raise RuntimeError("boom")
+
+    with pytest.raises(RuntimeError, match="boom"):
+        trace(step, [])
+    assert KernelInterface.__getitem__ is before and not on_cuda(torch.device("cpu"))

@@ -55,6 +55,8 @@ aten = torch.ops.aten
 
 
 class Kind(enum.StrEnum):
+    """What a recorded op is (module docstring); ``LAUNCHES`` are the kinds that launch."""
+
     triton = "triton"
     gemm = "gemm"
     compute = "compute"
@@ -63,11 +65,6 @@ class Kind(enum.StrEnum):
     alloc = "alloc"
     meta = "meta"
     host = "host"
-
-    @property
-    def launches(self) -> bool:
-        """Whether an op of this kind launches a CUDA kernel or copy."""
-        return self in LAUNCHES
 
 
 LAUNCHES = (Kind.triton, Kind.gemm, Kind.compute, Kind.copy)
@@ -88,6 +85,8 @@ NO_MOVE = "to_device of a device tensor (no-op)"
 
 @dataclass(frozen=True)
 class TensorMeta:
+    """A GEMM operand's or output's dtype and shape."""
+
     dtype: torch.dtype
     shape: tuple[int, ...]
 

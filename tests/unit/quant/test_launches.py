@@ -33,14 +33,16 @@ def test_a_program_counted_by_hand():
         a.narrow(1, 0, 4) * s                    # view, compute
         a.narrow(1, 4, 4) * signs()              # 3 host, view, implied h2d copy, compute
         torch.tensor(3.0) * a                    # host (lift_fresh), compute: a 0-d scalar
+        a.sum().item()                           # compute, copy (read back to the host)
 
     t = trace(program, [a])
     assert {k: t.count(k) for k in Kind} == {
-        Kind.triton: 0, Kind.gemm: 0, Kind.compute: 5, Kind.copy: 4, Kind.view: 3,
+        Kind.triton: 0, Kind.gemm: 0, Kind.compute: 6, Kind.copy: 5, Kind.view: 3,
         Kind.alloc: 1, Kind.meta: 0, Kind.host: 7}
-    assert t.launches == 9
+    assert t.launches == 11
     assert t.names(Kind.copy) == Counter({"aten.clone.default": 1, "aten._to_copy.default": 1,
-                                          H2D: 1, H2D_IMPLIED: 1})
+                                          H2D: 1, H2D_IMPLIED: 1,
+                                          "aten._local_scalar_dense.default": 1})
 
 
 def test_a_device_tensor_moved_again_is_no_copy():
