@@ -99,3 +99,30 @@ def test_bench_shards_quick_prints_each_orders_share_of_the_step():
     for _, ms, share, under in rows:
         assert float(share.rstrip("%")) == pytest.approx(100 * float(ms) / step, abs=0.01)
         assert under == ("yes" if float(ms) / step < 0.05 else "no")
+
+
+def test_bench_dispatch_counts_each_recipe_beside_the_bf16_linear():
+    out = run(sys.executable, "benchmarks/bench_dispatch.py", "--presets",
+              "bf16,fp8,nvfp4,nvfp4_row_scaled")
+    assert "estimate (CPU trace of the CUDA code path; unconfirmed on a GPU)" in out
+    assert "not traced (quantize nothing, the nn.Linear row): bf16" in out
+    rows = table(out)
+    assert [r[:2] for r in rows] == [["bf16 nn.Linear", "-"], ["fp8", "kernels"],
+                                     ["nvfp4", "kernels"],
+                                     ["nvfp4_row_scaled", "reference fallback: fprop.x"]]
+    totals = {}
+    for name, _, *counts, total in rows:
+        assert sum(map(int, counts)) == int(total)
+        totals[name] = int(total)
+    # W cast, three mm, dW cast, the accumulating add (tests/unit/quant/test_launches.py)
+    assert totals["bf16 nn.Linear"] == 6
+    for name in ("fp8", "nvfp4", "nvfp4_row_scaled"):
+        assert (f"{name}: launches per quantized linear step: {totals[name]} "
+                f"(bf16 nn.Linear: 6)") in out
+    gemms = [line.strip() for line in out.splitlines() if ": aten.mm." in line]
+    dtypes = {"bf16 nn.Linear": ("bfloat16", "bfloat16"), "fp8": ("float32", "float32"),
+              "nvfp4": ("bfloat16", "float32")}  # operands, output
+    for name, (operand, output) in dtypes.items():
+        mine = [g.split(": ")[-1].split(" -> ") for g in gemms if g.startswith(f"{name}: ")]
+        assert len(mine) == 3, gemms
+        assert all(a.count(f"{operand}[") == 2 and y.startswith(f"{output}[") for a, y in mine)

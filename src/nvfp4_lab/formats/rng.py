@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import torch
 
+from .device import on_cuda
+
 MASK32 = 0xFFFFFFFF
 _C1 = 0x85EBCA6B
 _C2 = 0xC2B2AE35
@@ -98,7 +100,9 @@ def to_device(t: torch.Tensor, device: torch.device | str) -> torch.Tensor:
     the copy goes through pinned memory, asynchronously; elsewhere it is a plain ``.to``.
     """
     device = torch.device(device)
-    if device.type == "cuda" and t.device.type == "cpu":
+    if on_cuda(device) and t.device.type == "cpu":
+        if device.type != "cuda":  # cuda_path on the CPU: the same copy, nothing to pin
+            return t.to(device, non_blocking=True, copy=True)
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
 

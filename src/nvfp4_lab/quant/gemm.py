@@ -20,7 +20,9 @@ otherwise FP32 operands in an FP32 GEMM. The two compute the same products exact
 of at most 8 significant bits multiply exactly in FP32) and accumulate in FP32; only the order
 of the sums differs, which no FP32 GEMM library fixes either. The BF16 GEMM reads half the
 bytes and runs on the BF16 tensor cores, at several times the FP32 rate. The CPU keeps the
-FP32 matmul: there is no BF16 GEMM with FP32 output for it.
+FP32 matmul: there is no BF16 GEMM with FP32 output for it. Inside ``formats.device.cuda_path()``
+CPU tensors take the CUDA branches, so that ``quant/launches.py`` can count on a CPU what a
+step launches on a GPU; the BF16 GEMM is then computed by the tracer, the CPU having none.
 
 A GEMM whose operands are both high precision runs exactly as ``nn.Linear`` would (same
 dtype, same matmuls), so an unquantized recipe, or a layer after its precision switch, is
@@ -39,6 +41,7 @@ from typing import NamedTuple
 import torch
 
 from ..formats import QuantSpec
+from ..formats.device import on_cuda
 from ..formats.nvfp4 import gemm_alpha
 
 
@@ -69,7 +72,7 @@ class Parts(NamedTuple):
 def local_dtype(spec: QuantSpec, device: torch.device) -> torch.dtype:
     """The dtype a quantized operand's local is produced in on ``device``: BF16 for FP4 on
     CUDA (exact, and the BF16 GEMM's input), else FP32."""
-    return torch.bfloat16 if device.type == "cuda" and spec.bf16_exact else torch.float32
+    return torch.bfloat16 if on_cuda(device) and spec.bf16_exact else torch.float32
 
 
 # the flag that lets an FP32 matmul round its inputs: TF32 on CUDA, TF32 or BF16 in oneDNN
@@ -100,7 +103,7 @@ def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
     """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, NVFP4's alpha on the output."""
     if not (a.quantized or b.quantized):
         return a.local @ b.local
-    if a.local.dtype == b.local.dtype == torch.bfloat16 and a.local.is_cuda:
+    if a.local.dtype == b.local.dtype == torch.bfloat16 and on_cuda(a.local.device):
         y = torch.mm(a.local, b.local, out_dtype=torch.float32)  # exact products, FP32 sums
     else:
         with full_fp32(a.local.device):
