@@ -22,8 +22,9 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"nvfp4_lab", "nvfp4_kernels"}
 # which extras each tree may rely on: the library itself only on the core dependencies
-# (src: and the wandb extra, which train/wandb_log.py imports only once it has found it)
-TREES = {"src": ("wandb",), "kernels": ("test",), "tests": ("test", "wandb"),
+# (src: and the wandb and eval extras, which train/wandb_log.py and harness/ import only once
+# they have found them)
+TREES = {"src": ("wandb", "eval"), "kernels": ("test",), "tests": ("test", "wandb", "eval"),
          "benchmarks": ("test",)}
 NUMERICS = ("torch", "triton", "numpy", "tokenizers", "lightning", "hydra-core")
 
