@@ -46,13 +46,6 @@ class TaskScore:
     chance: float | None = None
     limit: float | None = None
 
-    def above_chance(self, z: float = 1.96) -> bool | None:
-        """Whether the accuracy is above ``chance`` by more than ``z`` standard errors (None
-        for a task without a chance rate or an error)."""
-        if self.chance is None or self.acc_stderr is None:
-            return None
-        return self.acc - z * self.acc_stderr > self.chance
-
 
 @dataclass(frozen=True)
 class Evaluations:
