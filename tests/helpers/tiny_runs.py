@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from helpers.runs import fast
 
@@ -27,7 +28,7 @@ def train_tiny(root: Path, quant: str) -> Path:
 TASK = "toy_choice"
 
 
-def write_choice_task(folder: Path, docs: list[dict]) -> Path:
+def write_choice_task(folder: Path, docs: list[dict[str, Any]]) -> Path:
     """``TASK``: ``docs`` ({q, choices, gold}) as a local JSON dataset and its task YAML in
     ``folder`` (for ``TaskManager(include_path=folder)``)."""
     (folder / "docs.jsonl").write_text("\n".join(map(json.dumps, docs)) + "\n")
