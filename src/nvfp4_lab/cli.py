@@ -10,6 +10,8 @@
     nvfp4-lab publish SWEEP [--to DIR] [--as FOLDER]
                                         copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
+    nvfp4-lab eval DIR... tasks=a,b     lm-eval tasks on each finished run: eval.json
+                                        (the eval extra; harness/command.py)
 
 Hydra owns ``sys.argv`` inside ``run``, so the dispatcher pops the subcommand. A first
 argument that is an override (``key=value``, ``+key=...``, ``-m``) also means ``run``: when
@@ -332,8 +334,15 @@ def publish(argv: list[str]) -> int:
     return 0
 
 
+def evaluate(argv: list[str]) -> int:
+    """Score finished runs on lm-eval tasks into their ``eval.json``."""
+    from .harness.command import evaluate as score
+
+    return score(argv)
+
+
 COMMANDS = {"run": run, "prepare-data": prepare_data, "info": info, "bench": bench,
-            "plot": plot, "compare": compare, "publish": publish}
+            "plot": plot, "compare": compare, "publish": publish, "eval": evaluate}
 
 
 SUMMARY = {
@@ -344,6 +353,7 @@ SUMMARY = {
     "plot": "rewrite each sweep's report.md, tables and figures; --index results/",
     "compare": "one report over any runs and sweeps",
     "publish": "copy a finished ablation sweep (a study: its finished runs) into results/",
+    "eval": "score finished runs on lm-eval tasks (the eval extra) into each eval.json",
 }
 
 
@@ -352,6 +362,8 @@ ARGS = {
     "prepare-data": "[data=NAME] [data.KEY=VALUE ...]   the corpus of the composed config",
     "info": "[--no-compile]   --no-compile: skip the eager-vs-compiled check",
     "bench": "[NAME [ARGS ...]]   NAME: {benchmarks} (default quant_linear)",
+    "eval": "RUN_OR_SWEEP... tasks=NAME[,NAME] [limit=N] [forward=quantized|bf16] "
+            "[batch_size=N] [include=DIR] [--overwrite]",
 }
 
 

@@ -22,10 +22,10 @@ from packaging.utils import canonicalize_name
 REPO = Path(__file__).resolve().parents[2]
 FIRST_PARTY = {"nvfp4_lab", "nvfp4_kernels"}
 # which extras each tree may rely on: the library itself only on the core dependencies
-# (src: and the wandb and hf extras, which train/wandb_log.py and data/hf_source.py import
-# only once they are needed, saying how to install them when they are not there)
-TREES = {"src": ("wandb", "hf"), "kernels": ("test",), "tests": ("test", "wandb", "hf"),
-         "benchmarks": ("test", "hf")}
+# (src: and the wandb, hf and eval extras, which train/wandb_log.py, data/hf_source.py and
+# harness/ import only once they are needed, saying how to install them when they are not there)
+TREES = {"src": ("wandb", "hf", "eval"), "kernels": ("test",),
+         "tests": ("test", "wandb", "hf", "eval"), "benchmarks": ("test", "hf")}
 NUMERICS = ("torch", "triton", "numpy", "tokenizers", "lightning", "hydra-core")
 
 
@@ -90,15 +90,17 @@ def test_constraints_pin_what_decides_the_numbers():
 
 def test_ci_runs_the_readme_test_command_with_the_constraints():
     """.ci/run takes its command from the README (so the two cannot drift apart) and runs it
-    in a virtual environment it creates outside the checkout, with the extras the tests use
-    (the wandb and hf extras too: their tests would be skipped or fail without them)."""
+    in a virtual environment it creates outside the checkout, with every extra the tests rely
+    on (``TREES``: their tests would be skipped or fail without them)."""
     readme = (REPO / "README.md").read_text()
     block = re.search(r"```bash\n(.*?)\n```", readme, re.S).group(1).splitlines()
     assert len(block) == 2, "the README opens with exactly two set-up commands"
     command = subprocess.run(["bash", str(REPO / ".ci" / "run"), "--print-command"],
                              capture_output=True, text=True, check=True).stdout.strip()
     assert command == block[1]
-    assert "-c constraints.txt" in command and ".[test,wandb,hf]" in command and "pytest" in command
+    extras = set(re.search(r"-e '\.\[([\w,]+)\]'", command).group(1).split(","))
+    assert "-c constraints.txt" in command and "pytest" in command
+    assert set(TREES["tests"]) <= extras, (command, TREES["tests"])
     assert "-c constraints.txt" in block[0] and "+ablation=quickstart" in block[0]
     script = (REPO / ".ci" / "run").read_text()
     assert "python3 -m venv" in script and "mktemp -d" in script

@@ -8,6 +8,8 @@ paper compares against, else BF16, else the first recipe), and writes
     tables/runs.csv                one row per run (collect's ``runs``, less the local
                                    ``path``: ``run`` names it under the report's folder)
     tables/final_loss.csv          per recipe: mean, sd, 95% CI; paired gap to the baseline
+    tables/downstream.csv          when runs have eval.json: each task's accuracy per recipe,
+                                   paired gap to the baseline, chance (``downstream``)
     tables/loss_gap.csv            the gap curves behind loss_gap.png, with the loss they are of
     tables/token_efficiency.csv    when recipes ran at several token budgets
     tables/layer_type_error.csv    when runs logged statistics: error per layer type
@@ -28,7 +30,14 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
-from . import figures, paper_figures, scaling_report, steps_vs_size, steps_vs_size_report
+from . import (
+    downstream,
+    figures,
+    paper_figures,
+    scaling_report,
+    steps_vs_size,
+    steps_vs_size_report,
+)
 from .claims import claim_gaps
 from .collect import Collection, collect
 from .comparable import caution_md, loss_unit
@@ -141,6 +150,7 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     draft.table(table, "final_loss")
     draft.sections += [header(coll, ablation, paper, base, paths), caution_md(coll.runs),
                        final_loss_md(table, base, unit) + repeats_md(coll.runs)]
+    _downstream(draft, coll, base)
     _curves(draft, coll, colours, base)
     if not coll.layers.empty:
         _layers(draft, coll.layers, colours, coll.axes)
@@ -148,6 +158,15 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
         _paper(draft, coll, paper, colours, base)
     draft.sections.append(figures_md(draft.saved, pdf, draft.captions))
     return _write(out, draft.sections, coll)
+
+
+def _downstream(draft: _Draft, coll: Collection, base: str) -> None:
+    """Each lm-eval task's accuracy per recipe, when runs have an ``eval.json``."""
+    scores = downstream.scores_table(coll.runs)
+    if not scores.empty:
+        table = downstream.downstream_table(scores, base)
+        draft.table(table, "downstream")
+        draft.sections.append(downstream.downstream_md(table, base))
 
 
 def _curves(draft: _Draft, coll: Collection, colours: dict[str, str], base: str) -> None:

@@ -136,9 +136,7 @@ class QuantGemm(torch.autograd.Function):
             x2 = x.reshape(-1, x.shape[-1]).to(cd)  # [M, K]
             layer.check_tokens(x2.shape[0], plan)
             signs_f, signs_w = layer.signs("fprop", plan), layer.signs("wgrad", plan)
-            fx = layer.operand(x2, "fprop.x", plan, cd, signs_f)
-            fw = layer.operand(weight, "fprop.w", plan, cd, signs_f)
-            y = gemm(fx, fw.T, cd)  # [M, N]
+            fx, fw, y = _fprop(x2, weight, layer, plan, cd, signs_f)
             if plan["wgrad.x"].reuse:
                 wx = fx
             else:
@@ -188,3 +186,21 @@ class QuantGemm(torch.autograd.Function):
             layer.record_stats(used, plan, {"dgrad": signs_d, "wgrad": signs_w})
         return dx, dw, None, None
 
+
+
+def _fprop(x2, weight, layer, plan, cd, signs) -> tuple[Parts, Parts, torch.Tensor]:
+    """Fprop's two operands and Y = X . W^T [M, N] (autocast off, x2: [M, K] in ``cd``)."""
+    fx = layer.operand(x2, "fprop.x", plan, cd, signs)
+    fw = layer.operand(weight, "fprop.w", plan, cd, signs)
+    return fx, fw, gemm(fx, fw.T, cd)
+
+
+def fprop_only(x: torch.Tensor, weight: torch.Tensor, layer, plan) -> torch.Tensor:
+    """``QuantGemm.apply`` where no gradient is taken (inference): Fprop alone, the same
+    bits, without the operands the backward keeps, so the Wgrad transform's chunks of tokens
+    do not constrain the token count."""
+    cd = compute_dtype(x)
+    with torch.autocast(x.device.type, enabled=False):
+        x2 = x.reshape(-1, x.shape[-1]).to(cd)
+        y = _fprop(x2, weight, layer, plan, cd, layer.signs("fprop", plan))[2]
+    return y.reshape(*x.shape[:-1], y.shape[-1])

@@ -26,7 +26,7 @@ from ..formats.hadamard import rht_dim, sign_vector
 from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
-from .gemm import Parts, QuantGemm, local_dtype
+from .gemm import Parts, QuantGemm, fprop_only, local_dtype
 from .operands import OPS, WGRAD_OUTPUT, Gemm
 from .plan import GemmPlan, operand_plan, switched_plan
 from .recipe import Recipe
@@ -74,7 +74,9 @@ class QuantLinear(nn.Linear):
         return self.plan if start is None or self.state.step < start else self.plan_after_switch
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = QuantGemm.apply(x, self.weight, self, self.current_plan())
+        trains = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
+        product = QuantGemm.apply if trains else fprop_only
+        y = product(x, self.weight, self, self.current_plan())
         # a bias (the paper's models have none) is added after the GEMM in its output dtype,
         # not fused into the matmul as nn.Linear's addmm does: same dtype, not the same bits
         return y if self.bias is None else y + self.bias.to(y.dtype)

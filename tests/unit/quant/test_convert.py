@@ -287,6 +287,20 @@ def test_wgrad_rht_needs_a_multiple_of_16_tokens():
     assert "9 tokens" in msg and "multiple of 16" in msg
 
 
+def test_inference_takes_any_token_count_and_computes_fprop_as_training_does():
+    """Without gradients there is no Wgrad, so its token chunks do not apply: 9 tokens run
+    (refused before the fix); on 16 tokens the logits equal the training forward's."""
+    model, _ = run(PRESETS["nvfp4"])
+    with torch.no_grad():
+        logits = model(torch.randint(0, 64, (1, 9)))
+    assert logits.shape == (1, 9, 64) and torch.isfinite(logits).all()
+    tokens = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    trained = model(tokens)
+    assert trained.requires_grad
+    with torch.no_grad():
+        assert torch.equal(model(tokens), trained.detach())
+
+
 # --- one optimizer step with every preset -------------------------------------------------
 
 @pytest.fixture(scope="module")
