@@ -8,12 +8,13 @@ uint16 array (``ids.tofile``), and its ``meta.pkl`` a pickled dict.
 from __future__ import annotations
 
 import pickle
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
 
-def write_llmc(path: Path, tokens, version: int = 1) -> None:
+def write_llmc(path: Path, tokens: Sequence[int], version: int = 1) -> None:
     header = np.zeros(256, dtype=np.int32)
     header[0], header[1], header[2] = 20240520, version, len(tokens)
     toks = np.array(tokens, dtype=np.uint16 if version == 1 else np.uint32)
@@ -22,7 +23,7 @@ def write_llmc(path: Path, tokens, version: int = 1) -> None:
         f.write(toks.tobytes())
 
 
-def write_nanogpt(path: Path, tokens) -> None:
+def write_nanogpt(path: Path, tokens: Sequence[int]) -> None:
     np.array(tokens, dtype=np.uint16).tofile(path)
 
 

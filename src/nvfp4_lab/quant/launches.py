@@ -225,26 +225,12 @@ def _triton_launches(recorder: _Recorder):
     """Every ``kernel[grid](...)`` inside the block is recorded, then run with recording off
     (the interpreter's own tensor ops are not the kernel's launches)."""
     try:
-        from triton.runtime.jit import KernelInterface
-    except ImportError:  # no Triton: nothing can launch a Triton kernel
+        from nvfp4_kernels.trace import launches
+    except ImportError:  # no Triton, so no kernel of ours can launch
         yield
         return
-    original = KernelInterface.__getitem__
-
-    def getitem(kernel, grid):
-        launch = original(kernel, grid)
-
-        def run(*args, **kwargs):
-            recorder.triton(kernel, args)
-            with _disable_current_modes():
-                return launch(*args, **kwargs)
-        return run
-
-    KernelInterface.__getitem__ = getitem
-    try:
+    with launches(recorder.triton, _disable_current_modes):
         yield
-    finally:
-        KernelInterface.__getitem__ = original
 
 
 def trace(step: Callable[[], object], device_tensors: Iterable[torch.Tensor]) -> Trace:

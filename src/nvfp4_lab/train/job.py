@@ -32,7 +32,7 @@ class Job:
     branch_step: int | None     # a branch's first step (it trains the rest), else None
     logger: LoggerConfig
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.data.source == "hf":
             raise ValueError(f"data=hf prepares shards, it does not train: run `nvfp4-lab "
                              f"prepare-data data=hf ...`, then train on them with data=shards "
