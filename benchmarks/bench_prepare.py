@@ -25,12 +25,11 @@ from pathlib import Path
 
 os.environ.update(HF_HUB_OFFLINE="1", HF_DATASETS_OFFLINE="1")
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers  # noqa: E402
+from tokenizers import Tokenizer  # noqa: E402
 
 from nvfp4_lab.data import DataConfig  # noqa: E402
 from nvfp4_lab.data.hf_prepare import Manifest, prepare_hf  # noqa: E402
-
-EOT = "<|endoftext|>"
+from nvfp4_lab.data.tokenizer import BPETokenizer  # noqa: E402
 
 
 def corpus(n_docs: int, seed: int = 0) -> list[str]:
@@ -42,14 +41,8 @@ def corpus(n_docs: int, seed: int = 0) -> list[str]:
 
 
 def tokenizer(path: Path, texts: list[str], vocab: int) -> Tokenizer:
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(texts, trainers.BpeTrainer(
-        vocab_size=vocab, special_tokens=[EOT], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(path))
-    return tok
+    BPETokenizer.train(texts, vocab).save(path)
+    return Tokenizer.from_file(str(path))
 
 
 def encode_rate(tok: Tokenizer, texts: list[str]) -> tuple[int, float]:

@@ -53,15 +53,10 @@ def write_corpus(folder: Path, docs: list[str], kind: str, files: int = 2) -> Pa
 
 
 def train_tokenizer(path: Path, docs: list[str], vocab_size: int = 300) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    """A byte-level BPE ``tokenizer.json`` learnt from ``docs``, as the lab trains its own."""
+    from nvfp4_lab.data.tokenizer import BPETokenizer
 
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(docs, trainers.BpeTrainer(
-        vocab_size=vocab_size, special_tokens=[EOT], show_progress=False,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok.save(str(path))
+    BPETokenizer.train(docs, vocab_size).save(path)
     return path
 
 
