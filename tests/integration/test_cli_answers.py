@@ -15,6 +15,8 @@ import pytest
 
 import nvfp4_lab
 
+DATA_OPTIONS = ", ".join(sorted(p.stem for p in
+                                (Path(nvfp4_lab.__file__).parent / "conf" / "data").glob("*.yaml")))
 SCRIPT = Path(sys.executable).with_name("nvfp4-lab")
 CMD = str(SCRIPT) if SCRIPT.exists() else shutil.which("nvfp4-lab")
 
@@ -89,7 +91,7 @@ def test_a_multi_device_trainer_in_a_sweep_is_refused_before_anything_is_written
 
 
 @pytest.mark.parametrize("override, says", [
-    ("data=nope", "no config data/nope (data=nope); the options of data: bin, pycode"),
+    ("data=nope", f"no config data/nope (data=nope); the options of data: {DATA_OPTIONS}"),
     ("data.tokenizer=foo", "data.tokenizer='foo' is not one of bpe, bytes"),
     ("data.vocab_sise=512", "no key data.vocab_sise (data.vocab_sise=512); did you mean "
                             "data.vocab_size?"),

@@ -27,7 +27,7 @@ from nvfp4_lab.train.console import say
 from nvfp4_lab.train.schema import Progress, TrainConfig, TrainerConfig
 from nvfp4_lab.train.task import _trainer
 
-_trainer(TrainerConfig(progress=Progress.rich), TrainConfig(), out, 4, 256, False, None, [])
+_trainer(TrainerConfig(progress=Progress.rich), TrainConfig(), out, 4, 256, False, None, [], [])
 bar = io.StringIO()
 with contextlib.redirect_stdout(bar):
     say("a line while the bar shows")
