@@ -6,7 +6,7 @@
     nvfp4-lab info                      versions, devices, backends, conf dir, a self-check
     nvfp4-lab bench [NAME]              run a benchmark from benchmarks/ (checkout only)
     nvfp4-lab plot DIR...               (re)write each sweep's report.md, tables, figures
-    nvfp4-lab plot --index results/     rewrite every published report, then the index
+    nvfp4-lab plot --index results/     rewrite the index, then every published report
     nvfp4-lab publish SWEEP [--to DIR] [--as FOLDER]
                                         copy a finished ablation sweep into results/, report
     nvfp4-lab compare A B ... [--out D] one report over any runs and sweeps
@@ -280,7 +280,7 @@ def compare(argv: list[str]) -> int:
 
 
 def _index(argv: list[str]) -> int:
-    """Every published report, then the index that reads them all."""
+    """The index (which writes the claims the reports quote), then every published report."""
     from .analysis.index import write_index
     from .analysis.publish import redraw
 
@@ -289,9 +289,9 @@ def _index(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
+        index = write_index(Path(argv[0]), machine_class=_machine_class())
         changed = redraw(Path(argv[0]))
-        print(f"reports: {len(changed)} redrawn, {sum(changed.values())} changed\n"
-              f"index: {write_index(Path(argv[0]), machine_class=_machine_class())}")
+        print(f"index: {index}\nreports: {len(changed)} redrawn, {sum(changed.values())} changed")
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -613,3 +613,25 @@ def test_a_finding_tested_by_two_sweeps_counts_once_and_the_same_runs_read_alike
     assert _headline(readme) == _headline(alone)
     found = readme.split("## What the lab found")[1].split("\n## ")[0]
     assert "token_efficiency:" not in found
+
+
+def test_one_pass_of_plot_index_draws_the_reports_from_the_claims_it_writes(results, tmp_path,
+                                                                             monkeypatch):
+    """A report's context lines read the claims shipped with the package, which the index
+    refreshes from the checkout's own results/: one ``plot --index`` must write them before it
+    draws the reports, or the reports quote the claims of the pass before."""
+    from nvfp4_lab.analysis import context
+    from nvfp4_lab.configs import paper_dir
+
+    checkout = tmp_path / "checkout"
+    package = checkout / "src" / "nvfp4_lab" / "paper"
+    shutil.copytree(paper_dir(), package)
+    (package / context.SHIPPED).write_text(",".join(context.CLAIM_COLUMNS) + "\n")   # stale
+    shutil.move(results, checkout / "results")
+    monkeypatch.setattr(context, "paper_dir", lambda: package)
+    assert main(["plot", "--index", str(checkout / "results")]) == 0
+    written = pd.read_csv(checkout / "results" / "claims.csv")
+    row = written[(written["sweep"] == "formats") & written["sd"].notna()
+                  & (written["metric"] == "final_val_loss")].iloc[0]
+    report = (checkout / "results" / "formats" / "report.md").read_text()
+    assert f"{row['mean']:+.2f} [{row['lo']:+.2f}, {row['hi']:+.2f}]" in report
