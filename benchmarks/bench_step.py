@@ -32,7 +32,7 @@ from importlib.metadata import version
 import torch
 
 from nvfp4_lab.model import Transformer, lm_loss, model_preset
-from nvfp4_lab.quant import convert, make_backend, preset, quant_state
+from nvfp4_lab.quant import Report, convert, make_backend, preset, quant_state
 
 try:  # run as a script from the repository root or as a module
     from bench_kernels import timeit
@@ -120,15 +120,21 @@ def baseline_rows(name: str, base, idx, args) -> float:
     return t_bf16
 
 
+def converted(base: torch.nn.Module, recipe_name: str, backend: str,
+              quick: bool) -> tuple[torch.nn.Module, Report]:
+    """A copy of ``base`` converted with a preset on a backend (quick: the last block only,
+    the interpreter being slow), and the converter's report."""
+    model = copy.deepcopy(base)
+    recipe = preset(recipe_name).replace(backend=backend)
+    if quick:
+        recipe = recipe.replace(high_precision={"first": len(model.blocks) - 1, "last": 0})
+    return model, convert(model, recipe, backend=make_backend(backend))
+
+
 def preset_row(name: str, base, idx, recipe_name: str, backend: str, t_bf16: float,
                args) -> None:
     """Print the row of a model converted with a preset and a backend."""
-    model = copy.deepcopy(base)
-    recipe = preset(recipe_name).replace(backend=backend)
-    if args.quick:  # the interpreter is slow: quantize the last block only
-        n_blocks = len(model.blocks)
-        recipe = recipe.replace(high_precision={"first": n_blocks - 1, "last": 0})
-    report = convert(model, recipe, backend=make_backend(backend))
+    model, report = converted(base, recipe_name, backend, args.quick)
     t, warm = measure(model, idx, args)
     print(f"| {name} | {recipe_name} ({len(report.quantized)}/{len(report.layers)} linear "
           f"quantized) | {backend} | {t:.1f} | {t / t_bf16:.2f} | {warm:.1f} |", flush=True)

@@ -1,17 +1,29 @@
 """The launch tracer (``quant/launches.py``) on programs counted by hand, and the CUDA path it
-forces: BF16 GEMM operands for FP4, FP32 for FP8, the BF16 nn.Linear step's six launches."""
+forces: each recipe's GEMMs in the dtypes docs/gpu_step.md states (its table is read here, so
+the page and the code cannot drift apart), the BF16 nn.Linear step's six launches."""
 from __future__ import annotations
 
+import re
 from collections import Counter
+from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 
 from nvfp4_lab.formats.device import cuda_path, on_cuda
 from nvfp4_lab.formats.rng import to_device
-from nvfp4_lab.quant import QuantLinear, preset
+from nvfp4_lab.quant import PRESETS, Backend, QuantLinear, convert, preset
 from nvfp4_lab.quant.gemm import local_dtype
 from nvfp4_lab.quant.launches import H2D, H2D_IMPLIED, NO_MOVE, Kind, linear_step, trace
+
+DOC = Path(__file__).resolve().parents[3] / "docs" / "gpu_step.md"
+DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32}
+CELL = re.compile(r"(\w+) x (\w+) -> (\w+)")
+# tokens (a multiple of every RHT size) and the layer's widths, all different, so that each
+# GEMM's output shape names it
+TOKENS, IN, OUT = 128, 384, 256
+OUTPUTS = {"fprop": (TOKENS, OUT), "dgrad": (TOKENS, IN), "wgrad": (OUT, IN)}
 
 
 def signs() -> torch.Tensor:
@@ -64,26 +76,44 @@ def test_cuda_path_is_scoped():
     assert not on_cuda(cpu) and local_dtype(fp4, cpu) == torch.float32
 
 
-@pytest.mark.parametrize(("recipe", "gemm", "operand"), [
-    ("nvfp4", "aten.mm.dtype", torch.bfloat16),      # FP4 locals, exact in BF16
-    ("mxfp4", "aten.mm.dtype", torch.bfloat16),
-    ("fp8", "aten.mm.default", torch.float32),       # FP8 locals need FP32
-])
-def test_the_cuda_path_gemms(recipe, gemm, operand):
-    layer = QuantLinear(64, 32, recipe=preset(recipe))
-    t = linear_step(layer, 96)
-    assert [(op.name, [m.dtype for m in op.inputs], op.output.dtype) for op in t.gemms] == [
-        (gemm, [operand, operand], torch.float32)] * 3
-    # Fprop [96, 64] x [64, 32], Dgrad [96, 32] x [32, 64], Wgrad [32, 96] x [96, 64]
-    assert [[m.shape for m in op.inputs] for op in t.gemms] == [
-        [(96, 64), (64, 32)], [(96, 32), (32, 64)], [(32, 96), (96, 64)]]
+def documented_gemm_dtypes() -> dict[str, dict[str, tuple[list[torch.dtype], torch.dtype]]]:
+    """docs/gpu_step.md, GEMM dtypes: {recipe: {gemm: (operand dtypes, output dtype)}}."""
+    section = DOC.read_text().split("\n## GEMM dtypes\n", 1)[1].split("\n## ", 1)[0]
+    rows = [[c.strip() for c in line.strip("|").split("|")]
+            for line in section.splitlines() if line.startswith("|")]
+    header, _, *body = rows
+    assert [h.split()[0] for h in header[1:4]] == ["Fprop", "Dgrad", "Wgrad"]
+    table = {}
+    for recipe, *cells in body:
+        dtypes = [[DTYPES[d] for d in CELL.fullmatch(c).groups()] for c in cells[:3]]
+        table[recipe.strip("`")] = {g: (d[:2], d[2]) for g, d in zip(OUTPUTS, dtypes)}
+    return table
 
 
-@pytest.mark.parametrize(("x_dtype", "casts"), [(torch.bfloat16, 2), (torch.float32, 4)])
-def test_the_bf16_linear_step_counted_by_hand(x_dtype, casts):
-    """Forward: W cast to BF16 (autocast), Y = X W^T; backward: dX = dY W, dW = dY^T X, dW
-    cast to FP32, added to the existing .grad. An FP32 X adds its cast and dX's cast back."""
-    t = linear_step(torch.nn.Linear(64, 32, bias=False), 48, x_dtype)
-    assert t.names() == Counter({"aten.mm.default": 3, "aten._to_copy.default": casts,
-                                 "aten.add_.Tensor": 1})
-    assert t.launches == 4 + casts
+def converted(name: str) -> nn.Module:
+    """The layer a run of recipe ``name`` trains in a block it quantizes, as ``convert``
+    makes it: a QuantLinear, or the nn.Linear of a recipe that quantizes nothing."""
+    model = nn.Module()
+    model.blocks = nn.ModuleList([nn.Sequential(nn.Linear(IN, OUT, bias=False))])
+    recipe = preset(name, high_precision={"first": 0, "last": 0})
+    convert(model, recipe, backend=Backend())
+    return model.blocks[0][0]
+
+
+def test_the_gemm_dtype_table_lists_every_recipe():
+    assert sorted(documented_gemm_dtypes()) == sorted(PRESETS)
+
+
+@pytest.mark.parametrize("x_dtype", [torch.bfloat16, torch.float32], ids=["x_bf16", "x_fp32"])
+@pytest.mark.parametrize("name", sorted(PRESETS))
+def test_each_recipes_gemms_run_in_the_documented_dtypes(name, x_dtype):
+    """One step on the CUDA path; each GEMM found by its output's shape (nn.Linear's backward
+    runs Wgrad before Dgrad). The reference backend: every backend is handed the local's
+    dtype, and the self-test refuses one that ignores it (test_gemm_dtype.py)."""
+    want = documented_gemm_dtypes()[name]
+    gemms = linear_step(converted(name), TOKENS, x_dtype).gemms
+    by_output = {op.output.shape: op for op in gemms}
+    assert len(gemms) == 3 and set(by_output) == set(OUTPUTS.values())
+    for gemm, shape in OUTPUTS.items():
+        op = by_output[shape]
+        assert ([m.dtype for m in op.inputs], op.output.dtype) == want[gemm], gemm
