@@ -5,15 +5,15 @@ A target at N and D/N lies
 
     outside = max(0, log10(x / max fitted), log10(min fitted / x))
 
-decades outside the fitted range of each, x its N or D/N, against the fitted span
-log10(max / min). Inside both: an interpolation. Outside, but by no more than the span: a short
-extrapolation. Further: the law is untested there, and its bootstrap interval covers seed noise
-only, not a bend in the law beyond the data.
+decades outside the fitted range of each, x its N or D/N (and its optimizer steps, for a law in
+steps), against the fitted span log10(max / min). Inside all: an interpolation. Outside, but
+by no more than the span: a short extrapolation. Further: the law is untested there, and its
+bootstrap interval covers seed noise only, not a bend in the law beyond the data.
 """
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from .paper import load_paper
@@ -25,11 +25,13 @@ class PaperRun:
     """One of the paper's runs to extrapolate to. ``params`` is the paper's nominal size: total
     parameters, not the non-embedding N the fit is in. ``arms`` maps our recipe to its label in
     the paper file ``paper`` (nvfp4_lab/paper/<paper>.yaml), whose values are that arm's gap to
-    BF16 in this run; no file: the paper has no BF16 run at this size."""
+    BF16 in this run; no file: the paper has no BF16 run at this size. ``tokens_per_step``:
+    the run's global batch in tokens (sequences x 8192), which sets its optimizer steps."""
 
     name: str
     params: float
     tokens: float
+    tokens_per_step: int
     paper: str | None
     arms: dict[str, str]
     source: str
@@ -45,13 +47,19 @@ class PaperRun:
             return None
         return (1 + r[recipe]) / (1 + r[against]) - 1
 
+    @property
+    def steps(self) -> float:
+        """Optimizer steps: tokens / tokens a step."""
+        return self.tokens / self.tokens_per_step
+
 
 PAPER_RUNS = (
-    PaperRun("1.2B", 1.2e9, 1e12, "cumulative", {"nvfp4": "4_plus_sr"},
+    PaperRun("1.2B", 1.2e9, 1e12, 768 * 8192, "cumulative", {"nvfp4": "4_plus_sr"},
              "validation loss at 1T, Fig. 8, read off the plot"),
-    PaperRun("8B", 8e9, 1e12, "formats", {"nvfp4": "nvfp4", "mxfp4": "mxfp4"},
+    PaperRun("8B", 8e9, 1e12, 768 * 8192, "formats", {"nvfp4": "nvfp4", "mxfp4": "mxfp4"},
              "training loss at 1T, Fig. 6a, stated in the text"),
-    PaperRun("12B", 12e9, 10e12, None, {}, "no BF16 run: its NVFP4 gap (Fig. 7) is to FP8"),
+    PaperRun("12B", 12e9, 10e12, 736 * 8192, None, {},
+             "no BF16 run: its NVFP4 gap (Fig. 7) is to FP8"),
 )
 
 
@@ -65,18 +73,22 @@ class Reading(Enum):
 
 @dataclass(frozen=True)
 class Reach:
-    """How many decades a target lies outside the fitted N and D/N, and the fitted spans."""
+    """How many decades a target lies outside the fitted N and D/N (and steps, for a law in
+    steps; none: 0 outside an unbounded span), and the fitted spans."""
 
     n_outside: float
     tpp_outside: float
     n_span: float
     tpp_span: float
+    steps_outside: float = 0.0
+    steps_span: float = math.inf
 
     @property
     def reading(self) -> Reading:
-        if max(self.n_outside, self.tpp_outside) == 0:
+        outside = (self.n_outside, self.tpp_outside, self.steps_outside)
+        if max(outside) == 0:
             return Reading.INSIDE
-        if self.n_outside <= self.n_span and self.tpp_outside <= self.tpp_span:
+        if all(o <= s for o, s in zip(outside, (self.n_span, self.tpp_span, self.steps_span))):
             return Reading.SHORT
         return Reading.FAR
 
@@ -88,9 +100,22 @@ def _decades_outside(values, x: float) -> float:
 
 def reach(fit: Fit, params: float, tokens: float) -> Reach:
     """Decades a target (params, tokens) lies outside the fitted N and D/N, and their spans."""
-    n, tpp = [c.params for c in fit.cells], [c.tpp for c in fit.cells]
-    return Reach(_decades_outside(n, params), _decades_outside(tpp, tokens / params),
-                 math.log10(max(n) / min(n)), math.log10(max(tpp) / min(tpp)))
+    return reach_cells([c.params for c in fit.cells], [c.tpp for c in fit.cells], params, tokens)
+
+
+def reach_cells(n, tpp, params: float, tokens: float, steps=None,
+                target_steps: float | None = None) -> Reach:
+    """``reach`` from the fitted cells' N, D/N and, for a law in steps, ``steps``."""
+    out = Reach(_decades_outside(n, params), _decades_outside(tpp, tokens / params),
+                _span(n), _span(tpp))
+    if steps is None:
+        return out
+    return replace(out, steps_outside=_decades_outside(steps, target_steps),
+                   steps_span=_span(steps))
+
+
+def _span(values) -> float:
+    return math.log10(max(values) / min(values))
 
 
 def trust(fit: Fit, reaches: list[Reach]) -> str:

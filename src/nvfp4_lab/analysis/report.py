@@ -20,7 +20,8 @@ paper compares against, else BF16, else the first recipe), and writes
 The sweep callback (``train/sweep.py``) calls it when a sweep ends; ``nvfp4-lab plot DIR``
 regenerates it and ``nvfp4-lab compare A B ...`` writes one for any set of runs. Which sections
 a sweep gets is decided here; how each reads, in ``sections``; a scaling study's, in
-``scaling_report``; a steps-or-size study's, in ``steps_vs_size_report``.
+``scaling_report``; a steps-or-size study's, in ``steps_vs_size_report``, followed, when
+``grid`` names the scaling grid's folder, by the law refitted on both (``steps_law_report``).
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ from . import (
     figures,
     paper_figures,
     scaling_report,
+    steps_law_report,
     steps_vs_size,
     steps_vs_size_report,
 )
@@ -120,9 +122,10 @@ class _Draft:
 
 def write_report(paths: list[str | Path], out: Path | None = None, *,
                  baseline: str | None = None, ablation: str | None = None,
-                 pdf: bool = True) -> Path:
+                 pdf: bool = True, grid: Path | None = None) -> Path:
     """Collect the runs under ``paths`` and write the report into ``out`` (default: the
-    common directory of the runs); ``pdf``: each figure as PDF too, besides the PNG. Returns
+    common directory of the runs); ``pdf``: each figure as PDF too, besides the PNG; ``grid``:
+    the scaling grid's folder, which a steps-or-size study's law is refitted with. Returns
     the path of ``report.md``."""
     coll = collect(paths)
     out = Path(out or coll.root)
@@ -135,6 +138,8 @@ def write_report(paths: list[str | Path], out: Path | None = None, *,
     if steps_vs_size.is_study(coll.runs):
         parts = steps_vs_size_report.section(coll.runs, out,
                                              len(scaling_report.grid(coll.root)) or None)
+        if grid is not None:
+            parts += steps_law_report.section(collect([grid]).runs, coll.runs)
         return _write(out, [header(coll, ablation, None, "bf16", paths, recipes=False),
                             *map(markdown, parts)], coll)
     if scaling_report.is_study(coll.runs):

@@ -51,6 +51,30 @@ _KEYS = ["size", "params", "tokens", "seed"]
 
 
 @dataclass(frozen=True)
+class Design:
+    """A law's cells and regressors: the gaps' columns that key a cell (grouped in this order)
+    and the cell columns whose logs follow the intercept, one parameter each after log k
+    (``names``). ``tpp`` is a cell's tokens / params. Another law (``steps_law``) fits the same
+    way with its own design."""
+
+    keys: tuple[str, ...]
+    terms: tuple[str, ...]
+    names: tuple[str, ...]
+
+    def x(self, cells: pd.DataFrame) -> np.ndarray:
+        """Rows (1, log term, ...) of ``cells``."""
+        return np.column_stack([np.ones(len(cells)), *(np.log(cells[t]) for t in self.terms)])
+
+    def frame(self, keys) -> pd.DataFrame:
+        """The cells keyed by ``keys`` (tuples in the order of ``self.keys``), with tpp."""
+        out = pd.DataFrame(list(keys), columns=list(self.keys))
+        return out.assign(tpp=out["tokens"] / out["params"])
+
+
+GRID = Design(("params", "tokens", "size"), ("tpp", "params"), ("k", "a", "b"))
+
+
+@dataclass(frozen=True)
 class Cell:
     """One (size, D/N) cell: N, D/N and the mean gap over its seeds."""
 
@@ -140,56 +164,68 @@ def paired_gaps(runs: pd.DataFrame, recipe: str, against: str = "bf16") -> pd.Da
     return out[columns].sort_values(["params", "tpp", "seed"]).reset_index(drop=True)
 
 
-def _groups(gaps: pd.DataFrame):
-    """The cells' rows, by params then tokens."""
-    return gaps.groupby(["params", "tokens", "size"], sort=True)
+def _groups(gaps: pd.DataFrame, design: Design = GRID):
+    """The cells' rows, by the design's keys (params, then tokens, ...)."""
+    return gaps.groupby(list(design.keys), sort=True)
 
 
-def cell_table(gaps: pd.DataFrame, form: str, level: float = LEVEL) -> pd.DataFrame:
-    """One row per (size, D/N) cell: size, params, tokens, tpp, n, mean, lo, hi of the
-    ``form`` gap over seeds (Student-t interval; NaN bounds for one seed)."""
+def cell_table(gaps: pd.DataFrame, form: str, level: float = LEVEL,
+               design: Design = GRID) -> pd.DataFrame:
+    """One row per cell (by default a (size, D/N)): size, params, tokens, the design's other
+    keys, tpp, n, mean, lo, hi of the ``form`` gap over seeds (Student-t interval; NaN bounds
+    for one seed)."""
     if form not in FORMS:
         raise ValueError(f"form {form!r} unknown; one of {list(FORMS)}")
     rows = []
-    for (params, tokens, size), cell in _groups(gaps):
+    for key, cell in _groups(gaps, design):
         ci = mean_ci(cell[FORMS[form]], level)
-        rows.append({"size": size, "params": params, "tokens": tokens, "tpp": tokens / params,
+        row = dict(zip(design.keys, key))
+        rows.append({**row, "tpp": row["tokens"] / row["params"],
                      "n": ci.n, "mean": ci.mean, "lo": ci.lo, "hi": ci.hi})
-    return pd.DataFrame(rows, columns=[*_KEYS[:3], "tpp", "n", "mean", "lo", "hi"])
+    extra = [k for k in design.keys if k not in _KEYS]
+    return pd.DataFrame(rows, columns=[*_KEYS[:3], *extra, "tpp", "n", "mean", "lo", "hi"])
 
 
-def _design(params, tpp) -> np.ndarray:
-    """Rows (1, log D/N, log N): the law's regressors."""
-    return np.column_stack([np.ones(len(params)), np.log(tpp), np.log(params)])
-
-
-def _levels(log_values: np.ndarray) -> int:
+def levels(log_values: np.ndarray) -> int:
     """How many distinct levels: values a tenth of a decade apart or less are one level (a run
     trains whole steps, so its D/N sits a little above its nominal one)."""
     return len(np.unique(np.round(np.asarray(log_values) / np.log(10), 1)))
 
 
 def _ols(x: np.ndarray, gap: np.ndarray) -> np.ndarray | None:
-    """(log k, a, b) by least squares of log gap on ``x``; None when x cannot identify them:
-    fewer than two D/N levels or two sizes, or collinear."""
-    if _levels(x[:, 1]) < 2 or _levels(x[:, 2]) < 2 or np.linalg.matrix_rank(x) < 3:
+    """(log k, a, b, ...) by least squares of log gap on ``x``; None when x cannot identify
+    them: a regressor with fewer than two levels (one D/N, one size), or collinear."""
+    if any(levels(col) < 2 for col in x[:, 1:].T) or np.linalg.matrix_rank(x) < x.shape[1]:
         return None
     return np.linalg.lstsq(x, np.log(gap), rcond=None)[0]
 
 
-def _point_fit(table: pd.DataFrame) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
-    """(log k, a, b) on the cells with a positive mean, those cells and the others."""
+@dataclass(frozen=True)
+class PointFit:
+    """The law's coefficients (log k, a, b, ...) on the ``used`` cells (positive mean), their
+    ``residuals`` in log gap, and the ``dropped`` cells (mean <= 0)."""
+
+    coef: np.ndarray
+    used: pd.DataFrame
+    dropped: pd.DataFrame
+    residuals: np.ndarray
+
+
+def point_fit(table: pd.DataFrame, design: Design = GRID) -> PointFit:
+    """Least squares of the log cell means of ``table`` (``cell_table``) on ``design``."""
     used, dropped = table[table["mean"] > 0], table[~(table["mean"] > 0)]
     sizes = list(pd.unique(used["size"]))
     if len(sizes) < 2:
         raise ValueError(f"b is not identifiable from {len(sizes)} model size(s) with a "
                          f"positive mean gap {sizes}: the fit needs two or more")
-    coef = _ols(_design(used["params"], used["tpp"]), used["mean"].to_numpy())
+    x = design.x(used)
+    coef = _ols(x, used["mean"].to_numpy())
     if coef is None:
+        names = f"{', '.join(design.names[:-1])} and {design.names[-1]}"
         raise ValueError(f"the {len(used)} cells with a positive mean gap cannot identify "
-                         f"k, a and b: they need two D/N levels (more than a tenth of a "
+                         f"{names}: they need two D/N levels (more than a tenth of a "
                          f"decade apart) and D/N varying apart from N")
-    return coef, used, dropped
+    return PointFit(coef, used, dropped, np.log(used["mean"].to_numpy()) - x @ coef)
 
 
 def inflated(values: np.ndarray) -> np.ndarray:
@@ -202,24 +238,24 @@ def inflated(values: np.ndarray) -> np.ndarray:
     return mean + math.sqrt(values.size / (values.size - 1)) * (values - mean)
 
 
-def _resampled_means(gaps: pd.DataFrame, columns: list[str], resamples: int,
-                     seed: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+def _resampled_means(gaps: pd.DataFrame, columns: list[str], resamples: int, seed: int,
+                     design: Design = GRID) -> tuple[np.ndarray, dict[str, np.ndarray]]:
     """The cells' regressors and, per column, their means over ``resamples`` resamples of the
     seeds, [resample, cell]; every column takes the same seeds, so a resample pairs the forms."""
     rng = np.random.default_rng(seed)
-    keys, cells = zip(*_groups(gaps))
+    keys, cells = zip(*_groups(gaps, design))
     picks = [rng.integers(0, len(cell), (resamples, len(cell))) for cell in cells]
     means = {c: np.column_stack([inflated(cell[c].to_numpy())[pick].mean(axis=1)
                                  for cell, pick in zip(cells, picks)]) for c in columns}
-    params, tokens, _ = zip(*keys)
-    return _design(params, np.divide(tokens, params)), means
+    return design.x(design.frame(keys)), means
 
 
-def _bootstrap(gaps: pd.DataFrame, column: str, resamples: int, seed: int) -> np.ndarray:
-    """The usable refits' (log k, a, b), one row per resample that identifies them."""
-    x, means = _resampled_means(gaps, [column], resamples, seed)
+def bootstrap(gaps: pd.DataFrame, column: str, resamples: int, seed: int,
+              design: Design = GRID) -> np.ndarray:
+    """The usable refits' (log k, a, b, ...), one row per resample that identifies them."""
+    x, means = _resampled_means(gaps, [column], resamples, seed, design)
     refits = [_ols(x[row > 0], row[row > 0]) for row in means[column]]
-    return np.array([c for c in refits if c is not None]).reshape(-1, 3)
+    return np.array([c for c in refits if c is not None]).reshape(-1, x.shape[1])
 
 
 def _residuals(x: np.ndarray, means: np.ndarray) -> np.ndarray | None:
@@ -247,7 +283,7 @@ def _rms_differences(gaps: pd.DataFrame, resamples: int, seed: int) -> np.ndarra
     return np.array(out)
 
 
-def _interval(values: np.ndarray, level: float) -> np.ndarray:
+def interval(values: np.ndarray, level: float) -> np.ndarray:
     """Percentile interval of ``values`` along axis 0 (NaN when empty)."""
     if len(values) == 0:
         return np.full((2,) + values.shape[1:], np.nan)
@@ -263,14 +299,13 @@ def fit(gaps: pd.DataFrame, form: str, resamples: int = RESAMPLES, seed: int = S
         level: float = LEVEL) -> Fit:
     """The law fitted to the cell means of the ``form`` gap, with bootstrap intervals at
     ``level`` from ``resamples`` resamples of the seeds drawn with generator ``seed``."""
-    coef, used, dropped = _point_fit(cell_table(gaps, form, level))
-    residuals = np.log(used["mean"].to_numpy()) - _design(used["params"], used["tpp"]) @ coef
-    draws = _bootstrap(gaps, FORMS[form], resamples, seed)
-    cis = [(float(lo), float(hi)) for lo, hi in _interval(draws, level).T]
-    return Fit(form, float(np.exp(coef[0])), float(coef[1]), float(coef[2]), *cis,
-               _cells(used), len(used), tuple(map(float, residuals)),
-               float(np.sqrt(np.mean(residuals ** 2))),
-               _cells(dropped), resamples, resamples - len(draws), seed, draws)
+    p = point_fit(cell_table(gaps, form, level))
+    draws = bootstrap(gaps, FORMS[form], resamples, seed)
+    cis = [(float(lo), float(hi)) for lo, hi in interval(draws, level).T]
+    return Fit(form, float(np.exp(p.coef[0])), float(p.coef[1]), float(p.coef[2]), *cis,
+               _cells(p.used), len(p.used), tuple(map(float, p.residuals)),
+               float(np.sqrt(np.mean(p.residuals ** 2))),
+               _cells(p.dropped), resamples, resamples - len(draws), seed, draws)
 
 
 def better_form(gaps: pd.DataFrame, rel_fit: Fit, abs_fit: Fit,
@@ -293,7 +328,7 @@ def better_form(gaps: pd.DataFrame, rel_fit: Fit, abs_fit: Fit,
                   f"a comparison needs a fourth cell.")
         return FormChoice("relative", reason, rms["relative"], rms["absolute"], len(common),
                           (math.nan, math.nan), False)
-    lo, hi = _interval(_rms_differences(gaps, rel_fit.resamples, rel_fit.seed), level)
+    lo, hi = interval(_rms_differences(gaps, rel_fit.resamples, rel_fit.seed), level)
     apart = bool(lo > 0 or hi < 0)
     form = min(rms, key=rms.get)
     other = "absolute" if form == "relative" else "relative"
@@ -311,7 +346,7 @@ def better_form(gaps: pd.DataFrame, rel_fit: Fit, abs_fit: Fit,
 def extrapolate(fit: Fit, params: float, tokens: float, level: float = LEVEL) -> Prediction:
     """The law's gap k (D/N)^a N^b at ``params``, ``tokens``, and the percentile interval at
     ``level`` of the bootstrap refits' predictions there."""
-    x = _design([params], [tokens / params])[0]
+    x = GRID.x(pd.DataFrame({"tpp": [tokens / params], "params": [params]}))[0]
     gap = float(fit.law(params, tokens / params))
-    lo, hi = np.exp(_interval(fit.draws @ x, level))
+    lo, hi = np.exp(interval(fit.draws @ x, level))
     return Prediction(fit.form, params, tokens, gap, float(lo), float(hi))

@@ -5,7 +5,7 @@ import math
 import pytest
 from helpers.scaling_runs import make_runs
 
-from nvfp4_lab.analysis.extrapolation import PAPER_RUNS, Reading, reach, trust
+from nvfp4_lab.analysis.extrapolation import PAPER_RUNS, Reading, reach, reach_cells, trust
 from nvfp4_lab.analysis.paper import load_paper
 from nvfp4_lab.analysis.scaling import fit, paired_gaps
 
@@ -50,3 +50,17 @@ def test_paper_runs_carry_the_papers_relative_gaps():
     assert runs["1.2B"].rel_gap("mxfp4", "nvfp4") is None
     assert runs["12B"].rel_gap("nvfp4", "bf16") is None
     assert runs["8B"].rel_gap("quartet_ii", "bf16") is None
+
+
+def test_a_law_in_steps_also_counts_the_decades_beyond_its_steps():
+    runs = {r.name: r for r in PAPER_RUNS}
+    assert runs["8B"].steps == pytest.approx(1e12 / 6_291_456)         # 158,946 steps
+    assert runs["12B"].steps == pytest.approx(10e12 / 6_029_312)       # 1.66M
+    n, tpp, steps = [1e5, 2e6], [2.0, 40.0], [100, 10_000]
+    far = reach_cells(n, tpp, 1e6, 1e7, steps, 1e5)                  # inside N and D/N
+    assert (far.n_outside, far.tpp_outside) == (0, 0)
+    assert (far.steps_outside, far.steps_span) == pytest.approx((1.0, 2.0))
+    assert far.reading is Reading.SHORT
+    assert reach_cells(n, tpp, 1e6, 1e7, steps, 1e7).reading is Reading.FAR
+    assert reach_cells(n, tpp, 1e6, 1e7, steps, 1e3).reading is Reading.INSIDE
+    assert reach_cells(n, tpp, 1e6, 1e7).reading is Reading.INSIDE      # no steps: law A
