@@ -124,3 +124,26 @@ def test_a_checkpoint_cut_short_is_refused_in_one_line_and_left_as_it_was(tmp_pa
     assert "restore the file" in r.stderr and "delete it" in r.stderr, r.stderr
     assert [p for p in tmp_path.rglob("*") if p.is_file()] == [ckpt]
     assert ckpt.read_bytes() == cut
+
+
+@pytest.mark.parametrize("overrides, says", [
+    (["quant=nvfp4", "train.batch_size=1", "train.seq_len=6"],
+     "train.batch_size=1 x train.seq_len=6 = 6 tokens a micro-batch, not a multiple of "
+     "quant.rht.size=16 (the Hadamard transform on Wgrad works on whole chunks of 16 tokens); "
+     "use train.batch_size=8, or a train.seq_len or quant.rht.size that makes the product a "
+     "multiple"),
+    # a sweep whose one arm, Quartet II's RHT of 128, does not divide the 64 tokens
+    (["+ablation=recipes", "train.batch_size=1", "train.seq_len=64"],
+     "arm quartet_ii: train.batch_size=1 x train.seq_len=64 = 64 tokens a micro-batch, not a "
+     "multiple of quant.rht.size=128 (the Hadamard transform on Wgrad works on whole chunks "
+     "of 128 tokens); use train.batch_size=2,"),
+])
+def test_a_micro_batch_the_wgrad_rht_cannot_cut_is_refused_before_anything_is_written(
+        tmp_path, overrides, says):
+    """Wgrad's RHT runs along a micro-batch's tokens in chunks of its size: a run that would
+    stop at its first step, after writing its directory, is refused in one line instead."""
+    r = call("run", "data=pydoc", "model.n_layers=2", *overrides, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert r.stderr.startswith(f"nvfp4-lab: {says}"), r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr, r.stderr
+    assert not any(tmp_path.iterdir())

@@ -39,6 +39,7 @@ import yaml
 from ..model.config import ModelConfig
 from ..quant.operands import LayerMetric
 from ..rundir import CURVE_COLUMNS, read_metrics
+from ..schedule import LRSchedule
 from .machines import machine_class
 
 TAIL = 0.1   # the share of a run's last steps whose train loss tail_train_loss averages
@@ -148,12 +149,19 @@ def tail_train_loss(metrics: pd.DataFrame, max_steps: int | None) -> float:
     return float(tail["train_loss"].mean()) if tail["train_loss"].notna().any() else float("nan")
 
 
+_SCHEDULE_KEYS = {"kind": "train.schedule", "warmup": "train.warmup", "decay": "train.decay",
+                  "min_lr_ratio": "train.min_lr_ratio"}
+
+
 def _decay_start(summary: dict, config: dict) -> float:
-    """Tokens at which the LR decay begins (WSD); NaN for cosine (it decays throughout)."""
+    """Tokens before the first step the trainer takes below the peak rate (WSD); NaN for
+    cosine (it decays throughout). A key the config lacks has ``train``'s default."""
     steps, per_step = summary.get("max_steps"), summary.get("tokens_per_step")
-    if config.get("train.schedule", "wsd") != "wsd" or not steps or not per_step:
+    if not steps or not per_step:
         return float("nan")
-    return round(steps * (1 - float(config.get("train.decay", 0.15)))) * per_step
+    recorded = {k: config[key] for k, key in _SCHEDULE_KEYS.items() if key in config}
+    start = LRSchedule(steps, **recorded).falls_from()
+    return float("nan") if start is None else start * per_step
 
 
 PRESET_NAMES = ("quant.name", "model.name")  # config keys that name a whole preset

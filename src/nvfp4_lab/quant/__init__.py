@@ -54,7 +54,7 @@ _NAMES = by_module({
     "backends": "Backend BackendError make_backend resolve self_test",
     "converter": "Report convert find_blocks layer_stats quant_layers quant_state",
     "linear": "QuantLinear QuantState",
-    "plan": "Operand operand_plan switched_plan",
+    "plan": "Operand operand_plan switched_plan token_chunk",
     "presets": "PRESETS preset",
     "operands": "GROUPS OPERANDS OPS Gemm GemmOperand",
     "recipe": "FourOverSix HighPrecision Recipe RHTConfig Switch from_dict to_dict",

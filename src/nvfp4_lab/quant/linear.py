@@ -28,7 +28,7 @@ from . import stats as stats_mod
 from .backends import Backend
 from .gemm import Parts, QuantGemm, fprop_only, local_dtype
 from .operands import OPS, WGRAD_OUTPUT, Gemm
-from .plan import GemmPlan, operand_plan, switched_plan
+from .plan import GemmPlan, operand_plan, switched_plan, token_chunk
 from .recipe import Recipe
 
 
@@ -116,12 +116,11 @@ class QuantLinear(nn.Linear):
 
     def check_tokens(self, tokens: int, plan: GemmPlan) -> None:
         """The Wgrad transform runs along tokens: a partial chunk cannot be transformed."""
-        rht = plan["wgrad.x"].rht or plan["wgrad.dy"].rht
-        if rht and tokens % rht.size:
+        if tokens % (chunk := token_chunk(plan)):
             raise ValueError(
                 f"layer {self.name}: the Hadamard transform on Wgrad works on chunks of "
-                f"{rht.size} tokens, but this micro-batch has {tokens} tokens (batch x "
-                f"sequence); make it a multiple of {rht.size} or change quant.rht.size")
+                f"{chunk} tokens, but this micro-batch has {tokens} tokens (batch x "
+                f"sequence); make it a multiple of {chunk} or change quant.rht.size")
 
     def record_stats(self, inputs: dict[str, torch.Tensor], plan: GemmPlan,
                      signs: dict[str, torch.Tensor | None]) -> None:

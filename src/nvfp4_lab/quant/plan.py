@@ -64,6 +64,13 @@ def operand_plan(recipe: Recipe) -> GemmPlan:
     return plan
 
 
+def token_chunk(plan: GemmPlan) -> int:
+    """The tokens a micro-batch must be a multiple of under ``plan``: Wgrad's RHT runs along
+    them in chunks of its size, and a partial chunk cannot be transformed; 1 without one."""
+    rht = plan["wgrad.x"].rht or plan["wgrad.dy"].rht
+    return rht.size if rht else 1
+
+
 def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
     """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
     An operand that reused a now-unquantized one gets that operand's quantizer and stream

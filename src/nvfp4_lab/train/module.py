@@ -40,29 +40,6 @@ class NonFiniteError(RuntimeError):
     """Training produced NaN/Inf; the message names the step and the layer."""
 
 
-def lr_lambda(train: TrainConfig, max_steps: int):
-    """The learning-rate multiplier at each step: linear warmup, then WSD (constant, then a
-    linear decay over the last ``train.decay`` of the run, as the paper) or cosine, both down
-    to ``train.min_lr_ratio``."""
-    warmup = round(train.warmup * max_steps)
-    floor = train.min_lr_ratio
-
-    def factor(step: int) -> float:
-        if step < warmup:
-            return (step + 1) / warmup
-        if train.schedule == "wsd":
-            start = max_steps - round(train.decay * max_steps)
-            if step < start:
-                return 1.0
-            frac = (step + 1 - start) / max(max_steps - start, 1)   # floor at the end
-        else:
-            frac = (step + 1 - warmup) / max(max_steps - warmup, 1)
-            frac = 0.5 * (1 - math.cos(math.pi * min(frac, 1.0)))
-        return 1.0 - (1.0 - floor) * min(frac, 1.0)
-
-    return factor
-
-
 def shard(model: nn.Module, mesh) -> None:
     """FSDP2 on each block, then on the rest. FSDP gathers a layer's whole weight before its
     forward and backward, so the quantizer sees the full tensor (its amax, its 16x16 tiles);
@@ -195,5 +172,8 @@ class LMTask(L.LightningModule):
             [{"params": decay, "weight_decay": t.weight_decay},
              {"params": other, "weight_decay": 0.0}],
             lr=t.lr, betas=tuple(t.betas), eps=t.eps)
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, lr_lambda(t, self.max_steps))
+        schedule = t.lr_schedule(self.max_steps)
+        # a function, not the bound method: LambdaLR would save a method's __dict__ in the
+        # checkpoint, where it has saved None so far
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: schedule.factor(step))
         return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}

@@ -15,13 +15,14 @@ group (``+tokens_per_step=512``), a group added with ``+`` written without it
 without torch or Lightning (lazy.py), so a typo or a bad value answers in well under a
 second. Only then is
 each job's model built on the meta device and converted (torch), so that a width the recipe's
-blocks or RHT size do not divide (Quartet II's 128-point RHT on a 96-wide model) is a
-one-line error here, not a failed run.
+blocks or RHT size do not divide (Quartet II's 128-point RHT on a 96-wide model), or a
+micro-batch whose tokens its Wgrad RHT does not, is a one-line error here, not a failed run.
 ``HYDRA_FULL_ERROR=1`` skips this module and shows Hydra's own report.
 """
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import sys
 
@@ -33,6 +34,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from ..configs import conf_dir, config_groups
+from ..quant import operand_plan, switched_plan, token_chunk
 from .job import Job
 from .schema import register
 from .wandb_log import refusal as wandb_refusal
@@ -226,9 +228,10 @@ def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set
 
 def check_fit(job: Job) -> list[str]:
     """The names of the linear layers the recipe quantizes; ValueError when it cannot quantize
-    them (a width that its blocks or RHT size do not divide): the model is built on the meta
-    device (no memory, no time) and converted with the reference backend (nothing compiled).
-    The one place the check imports torch, and only once every config is valid."""
+    them (a width that its blocks or RHT size do not divide, a micro-batch that its Wgrad RHT
+    does not): the model is built on the meta device (no memory, no time) and converted with
+    the reference backend (nothing compiled). The one place the check imports torch, and only
+    once every config is valid."""
     import torch
 
     from ..model import build_model
@@ -236,7 +239,29 @@ def check_fit(job: Job) -> list[str]:
 
     with torch.device("meta"):
         net = build_model(job.sized_model())
-    return convert(net, job.recipe, backend=Backend()).quantized
+    quantized = convert(net, job.recipe, backend=Backend()).quantized
+    if quantized:
+        _check_micro_batch(job)
+    return quantized
+
+
+def _check_micro_batch(job: Job) -> None:
+    """The tokens of a micro-batch on each rank (batch_size x seq_len) against the chunks of
+    the Wgrad RHT of the plan the job's first step runs (``QuantLinear.check_tokens`` at
+    every step, after the run directory exists)."""
+    recipe, t = job.recipe, job.train
+    plan, switch = operand_plan(recipe), recipe.switch.step(job.max_steps)
+    if switch is not None and switch <= (job.branch_step or 0):
+        plan = switched_plan(plan, recipe.switch)
+    chunk, tokens = token_chunk(plan), t.batch_size * t.seq_len
+    if tokens % chunk:
+        per = chunk // math.gcd(t.seq_len, chunk)   # batch_size must be a multiple of this
+        raise ValueError(
+            f"train.batch_size={t.batch_size} x train.seq_len={t.seq_len} = {tokens} tokens a "
+            f"micro-batch, not a multiple of quant.rht.size={chunk} (the Hadamard transform on "
+            f"Wgrad works on whole chunks of {chunk} tokens); use train.batch_size="
+            f"{-(-t.batch_size // per) * per}, or a train.seq_len or quant.rht.size that makes "
+            f"the product a multiple")
 
 
 def _explain(err: ConfigCompositionException, trial: list[str]) -> str:

@@ -45,6 +45,7 @@ from ..quant.recipe import (
     WEIGHT_BLOCKS,
     Recipe,
 )
+from ..schedule import SCHEDULES, LRSchedule
 
 
 class Refused(ValueError):
@@ -67,7 +68,7 @@ Signs = choices("Signs", SIGN_POLICIES)
 SRMode = choices("SRMode", SR_MODES)
 FourOverSixError = choices("FourOverSixError", ERRORS)
 MXScale = choices("MXScale", E8M0_MODES)
-Schedule = choices("Schedule", ("wsd", "cosine"))
+Schedule = choices("Schedule", SCHEDULES)
 Resume = choices("Resume", ("auto", "never"))
 Progress = choices("Progress", ("auto", "rich", "plain", "none"))
 WandbMode = choices("WandbMode", ("online", "offline", "disabled"))
@@ -140,10 +141,10 @@ class TrainConfig:
     tokens_per_param: float | None = None   # or in tokens per non-embedding parameter
     tokens_multiplier: float = 1.0  # E03b: train this many times longer
     lr: float = 3e-3
-    min_lr_ratio: float = 0.01      # the paper decays to 1% of the peak
-    schedule: Schedule = Schedule.wsd
-    warmup: float = 0.05            # fraction of the steps
-    decay: float = 0.15             # WSD: the final fraction of steps spent decaying
+    min_lr_ratio: float = LRSchedule.min_lr_ratio
+    schedule: Schedule = Schedule(LRSchedule.kind)
+    warmup: float = LRSchedule.warmup
+    decay: float = LRSchedule.decay
     betas: list[float] = field(default_factory=lambda: [0.9, 0.95])
     weight_decay: float = 0.1
     eps: float = 1e-8
@@ -186,6 +187,10 @@ class TrainConfig:
     def tokens_per_step(self, world: int) -> int:
         """The tokens of one optimizer step on ``world`` data-parallel processes."""
         return self.batch_size * self.seq_len * self.accumulate * world
+
+    def lr_schedule(self, max_steps: int) -> LRSchedule:
+        """The learning-rate schedule of a run of ``max_steps``."""
+        return LRSchedule(max_steps, self.schedule, self.warmup, self.decay, self.min_lr_ratio)
 
     def run_length(self, tokens_per_step: int, params: int = 0) -> int:
         """Optimizer steps of the run: ``max_tokens``, ``tokens_per_param`` times the model's

@@ -15,6 +15,10 @@ from matplotlib.container import BarContainer
 
 from nvfp4_lab.analysis import collect, efficiency_table, figures, paper_figures
 from nvfp4_lab.analysis.paper import load_paper
+from nvfp4_lab.model import ModelConfig
+from nvfp4_lab.quant import Backend, preset
+from nvfp4_lab.train.module import LMTask
+from nvfp4_lab.train.schema import TrainConfig
 
 COLOURS = {"bf16": "C0", "nvfp4": "C1", "mxfp4": "C2", "fp8": "C3"}
 
@@ -199,3 +203,41 @@ def test_the_gap_figure_names_its_loss_and_sign(runs_factory):
     assert line.get_ydata() == pytest.approx([2.0] * 4)       # 3.06 is 2% above 3.0: worse
     assert ax.get_ylabel().startswith("train loss gap to bf16, %")
     assert "positive = worse" in ax.get_ylabel() and "train loss" in ax.get_title().lower()
+
+
+def _first_step_below_the_peak(train: TrainConfig) -> int:
+    """The first optimizer step after the peak whose learning rate is below it, read from the
+    scheduler the trainer configures, stepped once per optimizer step as Lightning does."""
+    tiny = ModelConfig(d_model=32, n_layers=1, n_heads=2, n_kv_heads=1, vocab_size=64)
+    task = LMTask(tiny, preset("bf16"), train, seed=0, max_steps=train.max_steps,
+                  tokens_per_step=1, bytes_per_token=None)
+    task.backend = Backend()
+    task.configure_model()
+    configured = task.configure_optimizers()
+    opt, scheduler = configured["optimizer"], configured["lr_scheduler"]["scheduler"]
+    rates = []
+    for _ in range(train.max_steps):
+        rates.append(opt.param_groups[0]["lr"])
+        opt.step()
+        scheduler.step()
+    peak = rates.index(max(rates))
+    return next(s for s in range(peak, len(rates)) if rates[s] < rates[peak])
+
+
+@pytest.mark.parametrize("max_steps, decay, warmup", [
+    (45, 0.1, 0.05), (25, 0.1, 0.05),   # decay x steps ends in .5: round() keeps it even
+    (40, 0.25, 0.05), (300, 0.15, 0.05), (33, 0.15, 0.1),
+    (20, 1.0, 0.05),                     # the decay overlaps warmup: the rate falls after it
+])
+def test_the_shaded_decay_starts_where_the_trainers_learning_rate_starts_to_fall(
+        runs_factory, max_steps, decay, warmup):
+    train = TrainConfig(max_steps=max_steps, decay=decay, warmup=warmup)
+    falls = _first_step_below_the_peak(train)
+    runs_factory("bf16", steps=list(range(1, max_steps + 1)),
+                 config={"train.decay": decay, "train.warmup": warmup,
+                         "train.min_lr_ratio": train.min_lr_ratio})
+    coll = collect([runs_factory.root])
+    fig = figures.loss_figure(coll.runs, coll.curves, coll.axes, {"bf16": "black"})
+    for ax in fig.axes:
+        (span,) = [p for p in ax.patches if p.get_label() == "LR decay"]
+        assert span.get_x() == falls * runs_factory.tokens_per_step

@@ -65,8 +65,27 @@ def test_self_test_rejects_broken_backends(broken):
         self_test(broken(), specs)
 
 
-def test_self_test_accepts_the_reference():
-    self_test(Backend(), NVFP4_SPECS)
+def test_self_test_accepts_a_correct_backend_once_it_has_tried_every_quantizer():
+    """A backend with the reference's bits passes, after it was asked for each quantizer of
+    the recipe on each input and local dtype, and for several SR draws of the unbiasedness
+    probe of each stochastic one: a self-test that skipped any would pass a broken backend."""
+    asked = []   # (spec, input dtype, local dtype, seed)
+
+    class Spy(Backend):
+        name = "spy"
+
+        def operand(self, x, spec, *, seed=0, local_dtype=torch.float32, **kw):
+            asked.append((spec, x.dtype, local_dtype, seed))
+            return super().operand(x, spec, seed=seed, local_dtype=local_dtype, **kw)
+
+    self_test(Spy(), NVFP4_SPECS)
+    locals_of = {True: (torch.float32, torch.bfloat16), False: (torch.float32,)}
+    assert {(s, d, loc) for s, d, loc, _ in asked} >= {
+        (s, d, loc) for s in NVFP4_SPECS for d in (torch.float32, torch.bfloat16)
+        for loc in locals_of[s.bf16_exact]}
+    for spec in SR_SPECS:
+        probe = dataclasses.replace(spec, rht=None)
+        assert len({seed for s, _, _, seed in asked if s == probe}) > 1, spec
 
 
 @pytest.mark.parametrize("broken", [ZeroSR, NearestSR])

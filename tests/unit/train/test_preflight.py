@@ -54,6 +54,16 @@ from nvfp4_lab.train.preflight import _trials, check
      "arm quartet_ii: layer blocks.0.attn.qkv: RHT on dgrad"),
     (["quant=nvfp4", "model.d_model=72", "model.n_heads=4", "model.n_kv_heads=4"],
      "in_features=72 is not a multiple of the nvfp4 block (16)"),
+    # a micro-batch (batch x sequence on each rank) that the Wgrad RHT cannot cut into chunks
+    (["quant=nvfp4", "train.batch_size=1", "train.seq_len=6"],
+     "train.batch_size=1 x train.seq_len=6 = 6 tokens a micro-batch, not a multiple of "
+     "quant.rht.size=16 (the Hadamard transform on Wgrad works on whole chunks of 16 tokens); "
+     "use train.batch_size=8, or a train.seq_len or quant.rht.size that makes the product a "
+     "multiple"),
+    (["-m", "quant.rht.size=16,32", "train.batch_size=3", "train.seq_len=16"],
+     "train.batch_size=3 x train.seq_len=16 = 48 tokens a micro-batch, not a multiple of "
+     "quant.rht.size=32 (the Hadamard transform on Wgrad works on whole chunks of 32 tokens); "
+     "use train.batch_size=4,"),
     (["model=hybrid_nano", "model.n_layers=5"],
      "model.n_layers=5 but model.pattern has 7 blocks; set model.n_layers=7"),
     # a multi-device trainer in a sweep: every DDP worker would re-run the whole sweep
@@ -78,6 +88,12 @@ def test_a_refused_config_is_reported_before_torch_or_lightning_loads(argv):
     assert out[0] != "None" and out[-1] == "[]", out
 
 
+def test_a_micro_batch_the_wgrad_rht_cannot_cut_is_refused_without_lightning():
+    """Found on the model built on the meta device (torch), before Lightning loads."""
+    out = _check_alone(["quant=nvfp4", "train.batch_size=1", "train.seq_len=6"])
+    assert out[0].startswith("train.batch_size=1 x train.seq_len=6") and out[-1] == "['torch']"
+
+
 def _check_alone(argv: list[str]) -> list[str]:
     """The check's answer in a fresh interpreter, then which of torch and Lightning it
     imported."""
@@ -94,6 +110,11 @@ def _check_alone(argv: list[str]) -> list[str]:
     ["+ablation=smoke", "seed=3,4"], ["+tokens_per_step=t512"],
     ["+ablation=recipes"], ["quant=quartet_ii", "quant.rht.size=32", "model=micro"],
     ["hydra.sweep.dir=/tmp/x", "model=micro", "train.max_tokens=1000"],
+    # a micro-batch no RHT chunk divides, where no Wgrad RHT runs: no layer quantized, or
+    # every GEMM in high precision from the first step
+    ["quant=nvfp4", "model.n_layers=2", "quant.high_precision.last=2", "train.batch_size=1",
+     "train.seq_len=6"],
+    ["quant=nvfp4", "quant.switch.at_step=0", "train.batch_size=1", "train.seq_len=6"],
 ])
 def test_valid_command_lines_pass(argv):
     assert check(argv) is None
