@@ -192,3 +192,30 @@ def test_every_config_key_the_docs_override_exists():
     missing = sorted(f"{page}: {key}=" for page, key in named
                      if OmegaConf.select(cfg, key, default=KeyError) is KeyError)
     assert not missing, missing
+
+
+LAB_LOG_WORDS = re.compile(r"\bsessions? \d+|\bthis session\b|\blanes?\b|SIGSTOP|SIGCONT|worktree",
+                           re.I)
+# the pre-registration is an append-only record: its dated entries stay as they were written
+DATED_RECORD = ROOT / "results" / "preregistration.md"
+
+
+def _lab_log_words(text: str, name: str) -> list[str]:
+    return [f"{name}:{n}: {m.group(0)!r}" for n, line in enumerate(text.splitlines(), 1)
+            for m in LAB_LOG_WORDS.finditer(line)]
+
+
+def test_results_and_docs_pages_speak_to_readers_not_of_the_lab_log():
+    """How the work went (sessions, lanes, paused processes) is the lab log's story
+    (notebooks/LOG.md): the pages a reader opens say what was found and how to use it."""
+    pages = [p for p in [*DOCS.glob("*.md"), *(ROOT / "results").rglob("*.md")]
+             if p != DATED_RECORD]
+    assert len(pages) > 20
+    assert [hit for page in pages
+            for hit in _lab_log_words(page.read_text(), str(page.relative_to(ROOT)))] == []
+
+
+def test_the_lab_log_words_are_caught_where_they_are_written():
+    text = "A plan.\nMeasured in session 31 while the two lanes ran; SIGSTOP between.\n"
+    assert _lab_log_words(text, "page.md") == [
+        "page.md:2: 'session 31'", "page.md:2: 'lanes'", "page.md:2: 'SIGSTOP'"]
