@@ -87,3 +87,10 @@ def test_the_bf16_linear_step_counted_by_hand(x_dtype, casts):
     assert t.names() == Counter({"aten.mm.default": 3, "aten._to_copy.default": casts,
                                  "aten.add_.Tensor": 1})
     assert t.launches == 4 + casts
+
+
+def test_a_fixed_sign_vector_is_copied_to_the_device_once():
+    """MXFP4's Wgrad transform has fixed signs: copied by the first step and kept, so a later
+    step copies only what changes per step, the reference's SR keys (dgrad.dy, wgrad.dy)."""
+    t = linear_step(QuantLinear(64, 32, recipe=preset("mxfp4")), 64)
+    assert t.names()[H2D] == 2
