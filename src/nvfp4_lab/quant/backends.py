@@ -5,7 +5,7 @@ returning ``(local, amax)`` exactly as ``formats.fake_quantize_parts`` does (loc
 block scale; amax: NVFP4's tensor amax or None). ``local`` is fp32, or bf16 on request
 for FP4 formats, where bf16 holds it exactly (``gemm.local_dtype``): the triton kernels write
 bf16 directly, the others cast. The GEMMs themselves are ordinary matmuls in ``gemm.py``
-whatever the backend; ``epilogue(y, gemm.Epilogue)`` scales and rounds their FP32 output:
+whatever the backend; ``epilogue(y, Epilogue)`` scales and rounds their FP32 output:
 the reference's torch ops, or with ``triton`` the same bits in one kernel.
 
     reference  eager PyTorch: the executable specification (``formats/``)
@@ -27,7 +27,7 @@ import importlib.util
 import math
 import os
 import warnings
-from typing import TYPE_CHECKING
+from typing import NamedTuple
 
 import torch
 
@@ -37,8 +37,25 @@ from ..formats.nvfp4 import alpha_divisor, gemm_alpha
 from ..formats.quantizer import check_local_dtype
 from . import compiled, packaged
 
-if TYPE_CHECKING:
-    from .gemm import Epilogue
+
+class Epilogue(NamedTuple):
+    """What a quantized GEMM does to its FP32 output Y: Y times NVFP4's alpha (``amaxes``:
+    those of its NVFP4 operands, ``limits``: their E4M3 limits), rounded to ``round_to`` (the
+    compute dtype) and stored in ``dtype`` (the dtype the caller keeps: dX's input dtype, dW's
+    master weight's)."""
+
+    amaxes: tuple[torch.Tensor, ...]
+    limits: tuple[int, ...]
+    round_to: torch.dtype
+    dtype: torch.dtype
+
+    def apply(self, y: torch.Tensor) -> torch.Tensor:
+        """The reference: torch ops, a launch each on a GPU (a backend may fuse them)."""
+        if len(self.amaxes) == 2:
+            y = y * gemm_alpha(*self.amaxes, *self.limits)
+        elif self.amaxes:
+            y = y * gemm_alpha(self.amaxes[0], limit_a=self.limits[0])
+        return y.to(self.round_to).to(self.dtype)
 
 
 class BackendError(RuntimeError):
@@ -59,7 +76,7 @@ class Backend:
         return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
 
     def epilogue(self, y: torch.Tensor, epilogue: Epilogue) -> torch.Tensor:
-        """A quantized GEMM's FP32 output through its ``gemm.Epilogue``."""
+        """A quantized GEMM's FP32 output through its ``Epilogue``."""
         return epilogue.apply(y)
 
     def __repr__(self) -> str:
@@ -182,8 +199,6 @@ def _self_test(backend: Backend, specs, device, input_dtypes) -> None:
 def _check_epilogue(backend: Backend, device) -> None:
     """The backend's GEMM epilogue against the reference's ops: alphas from zero, one and
     two amaxes (4/6's limit included), BF16 ties and subnormals, each rounding and store."""
-    from .gemm import Epilogue
-
     g = torch.Generator().manual_seed(99)
     y = torch.randn(64, 48, generator=g) * torch.exp(8 * torch.randn(64, 1, generator=g))
     y[0, :4] = torch.tensor([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 2.0 ** -130, -0.0])

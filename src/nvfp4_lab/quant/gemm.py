@@ -44,8 +44,7 @@ import torch
 
 from ..formats import QuantSpec
 from ..formats.device import on_cuda
-from ..formats.nvfp4 import gemm_alpha
-from .backends import Backend
+from .backends import Backend, Epilogue
 
 
 class Parts(NamedTuple):
@@ -100,26 +99,6 @@ def full_fp32(device: torch.device):
         yield
     finally:
         flag.fp32_precision = previous
-
-
-class Epilogue(NamedTuple):
-    """What a quantized GEMM does to its FP32 output Y: Y times NVFP4's alpha (``amaxes``:
-    those of its NVFP4 operands, ``limits``: their E4M3 limits), rounded to ``round_to`` (the
-    compute dtype) and stored in ``dtype`` (the dtype the caller keeps: dX's input dtype, dW's
-    master weight's)."""
-
-    amaxes: tuple[torch.Tensor, ...]
-    limits: tuple[int, ...]
-    round_to: torch.dtype
-    dtype: torch.dtype
-
-    def apply(self, y: torch.Tensor) -> torch.Tensor:
-        """The reference: torch ops, a launch each on a GPU (a backend may fuse them)."""
-        if len(self.amaxes) == 2:
-            y = y * gemm_alpha(*self.amaxes, *self.limits)
-        elif self.amaxes:
-            y = y * gemm_alpha(self.amaxes[0], limit_a=self.limits[0])
-        return y.to(self.round_to).to(self.dtype)
 
 
 def gemm(a: Parts, b: Parts, out_dtype: torch.dtype, backend: Backend | None = None,
