@@ -4,7 +4,8 @@
     python benchmarks/bench_dispatch.py --verbose    # and each launch with its count
 
 An estimate: a CPU trace of the CUDA code path (``quant/launches.py``), unconfirmed on a GPU.
-One step is the forward of one ``QuantLinear`` under bf16 autocast and its backward into an
+One step is a layer's second (the first fills what a run keeps on the device from step to
+step), the forward of one ``QuantLinear`` under bf16 autocast and its backward into an
 existing weight gradient (the accumulation's add counted), statistics off, the ``triton``
 backend as ``quant.backend=auto`` picks it on CUDA (here in Triton's interpreter, on any
 machine). A recipe whose operands no kernel covers is marked: the reference computes them, op

@@ -13,7 +13,12 @@ Three calls, each equal byte for byte to its reference in ``nvfp4_lab.formats``:
     operand_and_quantize(x, spec, ...) -> (local, scale, QTensor): both from one pass that
         writes the two outputs from the same registers.
 
-All run the same kernels, which read x once per pass; constexprs pick the outputs:
+and one for the emulated GEMM's output (``nvfp4_lab.quant.gemm``):
+
+    epilogue.gemm_epilogue(y, amaxes, divisor, round_to, dtype): NVFP4's alpha, the rounding
+        to the compute dtype and the store in one launch, equal to the reference's torch ops.
+
+The quantizers run the same kernels, which read x once per pass; constexprs pick the outputs:
 
     fp4.py   NVFP4 (TE scale order) and MXFP4 (ceil/floor/even E8M0), 1D blocks along any
              axis (the token axis of the Wgrad operands included), 2D 16x16 / 32x32 tiles;
@@ -33,9 +38,10 @@ from __future__ import annotations
 
 import torch
 
-from nvfp4_lab.formats import QTensor, QuantSpec, Stream, fake_quantize_parts
+from nvfp4_lab.formats import QTensor, QuantSpec, Stream, fake_quantize_parts, quantizer
 from nvfp4_lab.formats import quantize as formats_quantize
-from nvfp4_lab.formats.quantizer import check_local_dtype, runtime_inputs
+from nvfp4_lab.formats.quantizer import check_local_dtype
+from nvfp4_lab.formats.rng import stream_key
 
 from . import fp4, fp8
 
@@ -43,6 +49,15 @@ from . import fp4, fp8
 def supported(spec: QuantSpec) -> bool:
     """Whether fused kernels compute ``spec`` (else the calls use the reference)."""
     return fp4.supports(spec) or fp8.supports(spec)
+
+
+def runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream | None,
+                   signs: torch.Tensor | None):
+    """What varies per call: the SR key (k0, k1) on the host, passed with the launch
+    (``fp4.sr_key_args``), and the RHT signs on x's device."""
+    stream = stream or Stream()
+    key = stream_key(seed, *stream.ids()) if spec.rounding == "sr" else None
+    return key, quantizer.rht_signs(x, spec, stream, signs)
 
 
 def operand(x: torch.Tensor, spec: QuantSpec, *, seed: int = 0, stream: Stream | None = None,

@@ -1,6 +1,7 @@
 """Triton device helpers: tiles, scales, E2M1 rounding and codes, fp8 bytes, random bits.
 
-Used by ``fp4.py`` (all of them) and ``fp8.py`` (``fp8_bits``). Each helper is the
+Used by ``fp4.py`` (all of them), ``fp8.py`` (``fp8_bits``), ``rht.py`` and ``epilogue.py``
+(``round_bf16``). Each helper is the
 transcription of one function of ``nvfp4_lab.formats`` with the same fp32 operations in the
 same order (the reference is named in each docstring), or an integer form of it that gives the
 same bits. Conventions for tiles: a program holds a ``[G, BR, NT, BC]`` tile of x viewed as
@@ -83,6 +84,16 @@ def e4m3_rne(s):
     normal = (((u + 0x7FFFF + ((u >> 20) & 1)) >> 20) << 20).to(tl.float32, bitcast=True)
     sub = ((s * 512.0 + _TWO23) - _TWO23) * 0.001953125
     return tl.where(s < _E4M3_MIN_NORMAL, sub, normal)
+
+
+@triton.jit
+def round_bf16(v):
+    """fp32 -> the nearest bf16, ties to even, as fp32 (subnormals kept, overflow to Inf);
+    a NaN becomes torch's 0x7FC0 (``c10::BFloat16``'s cast on the CPU)."""
+    u = v.to(tl.uint32, bitcast=True)
+    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
+    r = tl.where(v != v, 0x7FC00000, r)
+    return r.to(tl.float32, bitcast=True)
 
 
 @triton.jit
@@ -200,11 +211,12 @@ def _fmix32(h):
 
 
 @triton.jit
-def random_bits(index, key_ptr):
+def random_bits(index, k0, k1):
     """fmix32(fmix32((i mod 2^32) ^ k0) + k1) (``rng.random_bits``).
 
-    index: int64 element indices; key_ptr: int64 [2] = (k0, k1), each < 2^32. -> uint32.
+    index: int64 element indices; k0, k1: int32 scalars holding the key's uint32 bits
+    (``fp4.sr_key_args``). -> uint32.
     """
-    k0 = tl.load(key_ptr).to(tl.uint32)
-    k1 = tl.load(key_ptr + 1).to(tl.uint32)
+    k0 = k0.to(tl.uint32, bitcast=True)
+    k1 = k1.to(tl.uint32, bitcast=True)
     return _fmix32(_fmix32(index.to(tl.uint32) ^ k0) + k1)

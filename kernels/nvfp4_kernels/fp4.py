@@ -90,6 +90,7 @@ import triton.language as tl
 
 from nvfp4_lab.formats import QuantSpec
 from nvfp4_lab.formats.hadamard import check_divides
+from nvfp4_lab.formats.rng import as_int32
 
 from ._bits import (
     block_amax_bits,
@@ -156,8 +157,8 @@ def _amax_kernel(x_ptr, amax_ptr, signs_ptr, norm, R, C, BR: tl.constexpr, BC: t
     tl.atomic_max(amax_ptr, tl.max(tl.where(a_bits < 0x7F800000, a_bits, 0)))
 
 
-@triton.jit
-def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, signs_ptr,
+@triton.jit(do_not_specialize=["k0", "k1"])
+def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, k0, k1, signs_ptr,
                      norm, R, C, BR: tl.constexpr, BC: tl.constexpr, G: tl.constexpr,
                      NT: tl.constexpr, RHT_LOG: tl.constexpr, RHT_ALONG_R: tl.constexpr,
                      RHT_ROUND: tl.constexpr, NVFP4: tl.constexpr, MX_MODE: tl.constexpr,
@@ -175,7 +176,8 @@ def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, 
            scale byte (E4M3 0x7F, E8M0 0xFF), as ``e2m1.to_codes`` gives its NaNs;
 
     either or both, from the same registers. amax_ptr: int32 [1] bits of A (NVFP4; None for
-    MXFP4); key_ptr: int64 [2] SR key (None for RNE); signs_ptr: fp32 [2^RHT_LOG] RHT signs
+    MXFP4); k0, k1: the SR key as int32 scalars (``sr_key_args``: kernel arguments, so no
+    copy to the device; 0 for RNE); signs_ptr: fp32 [2^RHT_LOG] RHT signs
     and norm fp32(1/sqrt(d)) (None and 0 without RHT); unused pointers are None. FOUR6:
     NVFP4 with 4/6 block-scale selection (``four_over_six.py``; FOUR6_MSE: its error metric,
     LIMIT: the global E4M3 limit L), RNE.
@@ -197,7 +199,7 @@ def _quantize_kernel(x_ptr, local_ptr, codes_ptr, scale_ptr, amax_ptr, key_ptr, 
         y = tl.minimum(tl.maximum(x * enc, -6.0), 6.0)
         a = tl.abs(y)
         if SR:
-            mag = e2m1_sr(a, random_bits(offs, key_ptr), SR_EXACT)
+            mag = e2m1_sr(a, random_bits(offs, k0, k1), SR_EXACT)
         else:
             mag = e2m1_rne(a)
     if NVFP4:
@@ -314,7 +316,7 @@ def _rht_args(x: torch.Tensor, spec: QuantSpec, signs: torch.Tensor | None, alon
     return (signs, rht_norm(d)), consts, ((d, 1) if along_r else (1, d))
 
 
-def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
+def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: tuple[int, int] | None,
                  signs: torch.Tensor | None = None, *, local: bool = True,
                  codes: bool = False, local_dtype: torch.dtype = torch.float32) -> FP4Out:
     """x [any shape], fp32/bf16/fp16 (other dtypes cast to fp32, as the reference does) ->
@@ -322,7 +324,7 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
     the amax pass). Equal bit for bit to ``fake_quantize_parts`` (local, amax) and
     ``formats.quantize`` (data, scales, amax) with the same SR key and RHT signs.
 
-    key: int64 [2] SR key (``rng.key_tensor``) on x's device when ``spec.rounding == "sr"``,
+    key: the SR key (k0, k1) on the host (``rng.stream_key``) when ``spec.rounding == "sr"``,
     else None; signs: fp32 [d] RHT signs when ``spec.rht`` is set (``runtime_inputs``).
     ``codes`` needs ``stores(spec)``, ``local`` needs ``supports(spec)``. ``local_dtype``:
     fp32 (the reference's), or bf16, which holds every FP4 local exactly (half the bytes; the
@@ -351,7 +353,8 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
         if nvfp4:
             _launch("amax", P, R, C, BR, BC, codes, rht_r, rht_c, x, amax, *rht_ptrs, **rht)
         _launch("quantize", P, R, C, BR, BC, codes, rht_r, rht_c, x, out_local, data, scales,
-                amax, key, *rht_ptrs, **rht, NVFP4=nvfp4, MX_MODE=spec.mx_scale, SR=key is not None,
+                amax, *sr_key_args(key), *rht_ptrs, **rht, NVFP4=nvfp4, MX_MODE=spec.mx_scale,
+                SR=key is not None,
                 SR_EXACT=spec.sr_mode == "exact", LOCAL=local,
                 LOCAL_BF16=local_dtype == torch.bfloat16, CODES=codes,
                 FOUR6=bool(spec.four_over_six), FOUR6_MSE=spec.four_over_six == "mse",
@@ -360,6 +363,13 @@ def fp4_quantize(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
         scales = scales.view(torch.float8_e4m3fn if nvfp4 else torch.float8_e8m0fnu)
     amax = None if amax is None else amax.view(torch.float32).reshape(())
     return FP4Out(out_local, data, scales, amax)
+
+
+def sr_key_args(key: tuple[int, int] | None) -> tuple[int, int]:
+    """The SR key (k0, k1), uint32 each, as the int32s with the same bits: scalar kernel
+    arguments of one type whatever the key (one compiled kernel), passed with the launch
+    instead of copied to the device. (0, 0) without SR."""
+    return tuple(as_int32(k) for k in key or (0, 0))
 
 
 def _launch(name: str, P: int, R: int, C: int, BR: int, BC: int, codes: bool, rht_r: int,
@@ -374,7 +384,7 @@ def _launch(name: str, P: int, R: int, C: int, BR: int, BC: int, codes: bool, rh
     kernel[grid](*args, R, C, BR=BR, BC=BC, **fixed, **constexprs, enable_fp_fusion=False)
 
 
-def fp4_operand(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
+def fp4_operand(x: torch.Tensor, spec: QuantSpec, key: tuple[int, int] | None,
                 signs: torch.Tensor | None = None, local_dtype: torch.dtype = torch.float32
                 ) -> tuple[torch.Tensor, torch.Tensor | None]:
     """x [any shape] -> (local [x.shape] in local_dtype, NVFP4 tensor amax fp32 0-d
@@ -383,7 +393,7 @@ def fp4_operand(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
     return out.local, out.amax
 
 
-def fp4_storage(x: torch.Tensor, spec: QuantSpec, key: torch.Tensor | None,
+def fp4_storage(x: torch.Tensor, spec: QuantSpec, key: tuple[int, int] | None,
                 signs: torch.Tensor | None = None):
     """x [any shape] -> (data, scales, amax), the fields of ``formats.quantize(x, spec, ...)``
     byte for byte (``stores(spec)`` must hold): uint8 packed codes (storage layout, last dim

@@ -36,6 +36,8 @@ import torch
 import triton
 import triton.language as tl
 
+from ._bits import round_bf16
+
 # RHT_ROUND values: the input dtype the rotated tile is rounded to, as the reference does
 ROUND_NONE, ROUND_BF16, ROUND_FP16 = 0, 1, 2
 _ROUND = {torch.bfloat16: ROUND_BF16, torch.float16: ROUND_FP16}
@@ -71,15 +73,6 @@ def _butterfly(v, T: tl.constexpr, W: tl.constexpr, LOG_D: tl.constexpr):
 
 
 @triton.jit
-def _round_bf16(v):
-    """fp32 -> the nearest bf16, ties to even, as fp32; a NaN stays a NaN."""
-    u = v.to(tl.uint32, bitcast=True)
-    r = ((u + 0x7FFF + ((u >> 16) & 1)) >> 16) << 16
-    r = tl.where(v != v, ((u >> 16) | 0x40) << 16, r)  # quiet NaN
-    return r.to(tl.float32, bitcast=True)
-
-
-@triton.jit
 def rotate_tile(x, signs_ptr, norm, r, c, BR: tl.constexpr, BC: tl.constexpr,
                 G: tl.constexpr, NT: tl.constexpr, LOG_D: tl.constexpr,
                 ALONG_R: tl.constexpr, ROUND: tl.constexpr):
@@ -100,7 +93,7 @@ def rotate_tile(x, signs_ptr, norm, r, c, BR: tl.constexpr, BC: tl.constexpr,
         v = tl.trans(_butterfly(v, NT * BC, G * BR, LOG_D))
     v = tl.reshape(v, (G, BR, NT, BC)) * norm
     if ROUND == 1:  # ROUND_BF16
-        v = _round_bf16(v)
+        v = round_bf16(v)
     elif ROUND == 2:  # ROUND_FP16
         v = v.to(tl.float16).to(tl.float32)
     return v

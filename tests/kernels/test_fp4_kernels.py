@@ -43,7 +43,7 @@ from helpers.kernel_cases import (
 
 from nvfp4_kernels import _bits, fp4
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts
-from nvfp4_lab.formats.rng import key_tensor, random_bits
+from nvfp4_lab.formats.rng import key_tensor, random_bits, stream_key
 
 pytestmark = interpreter_warnings
 
@@ -53,8 +53,7 @@ def check(x: torch.Tensor, spec: QuantSpec, seed: int = 0, stream: Stream | None
     """Kernel vs eager reference on the test device (a GPU if any: the kernels run compiled
     only on one): local and amax bit for bit."""
     x = x.to(DEVICE)  # keeps a transposed input's strides
-    key = (key_tensor(seed, (stream or Stream()).ids(), x.device)
-           if spec.rounding == "sr" else None)
+    key = stream_key(seed, *(stream or Stream()).ids()) if spec.rounding == "sr" else None
     local, amax = fp4.fp4_operand(x, spec, key)
     ref_local, ref_amax = fake_quantize_parts(x, spec, seed=seed, stream=stream)
     assert_bits_equal(local, ref_local)

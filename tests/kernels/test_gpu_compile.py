@@ -32,11 +32,12 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.backends.nvidia.compiler import get_ptxas
 from triton.compiler import ASTSource
-from nvfp4_kernels import fp4, fp8
+from nvfp4_kernels import epilogue, fp4, fp8
 from nvfp4_lab.formats import QuantSpec
 
 FP4 = dict(x_ptr="*bf16", local_ptr="*fp32", codes_ptr="*u8", scale_ptr="*u8",
-           amax_ptr="*i32", key_ptr="*i64", signs_ptr="*fp32", norm="fp32", R="i32", C="i32")
+           amax_ptr="*i32", k0="i32", k1="i32", signs_ptr="*fp32", norm="fp32", R="i32",
+           C="i32")
 FP8 = dict(x_ptr="*bf16", out_ptr="*fp32", scale_ptr="*fp32", amax_ptr="*i32", R="i32",
            C="i32", n_r="i32", n_c="i32", N="i32")
 NO_RHT = dict(RHT_LOG=0, RHT_ALONG_R=False, RHT_ROUND=0, signs_ptr=None)
@@ -53,7 +54,7 @@ def fp4_case(BR, BC, G, NT, nvfp4, sr, local, codes, rht_args=NO_RHT, bf16=False
                   FOUR6=four6 is not None, FOUR6_MSE=four6 == "mse",
                   LIMIT=256 if four6 else 448, **rht_args)
     for name, used in (("local_ptr", local), ("codes_ptr", codes), ("scale_ptr", codes),
-                       ("amax_ptr", nvfp4), ("key_ptr", sr)):
+                       ("amax_ptr", nvfp4)):
         if not used:
             consts[name] = None
     return fp4._quantize_kernel, dict(FP4, local_ptr="*bf16" if bf16 else "*fp32"), consts
@@ -80,8 +81,17 @@ CASES = {
     "fp8 tensor codes": (fp8._tensor_kernel, dict(FP8, x_ptr="*fp32", out_ptr="*u8"),
                          dict(BLOCK=1024, CODES=True, **E4M3)),
 }
-# the launchers' num_warps (fp4._tiles, fp8.py): 8, but 4 for fp4's 2K-element tiles
-WARPS = {"fp4 rows mxfp4 sr codes": 4}
+EPILOGUE = dict(y_ptr="*fp32", out_ptr="*bf16", amax_a_ptr="*fp32", amax_b_ptr="*fp32",
+                divisor="fp32", N="i32")
+CASES["epilogue alpha bf16"] = (epilogue._epilogue_kernel, EPILOGUE, dict(
+    BLOCK=epilogue._BLOCK, AMAXES=2, ROUND_BF16=True, OUT_BF16=True))
+CASES["epilogue round fp32"] = (
+    epilogue._epilogue_kernel, dict(EPILOGUE, out_ptr="*fp32"),
+    dict(BLOCK=epilogue._BLOCK, AMAXES=0, ROUND_BF16=True, OUT_BF16=False, amax_a_ptr=None,
+         amax_b_ptr=None))
+# the launchers' num_warps (fp4._tiles, fp8.py): 8, but 4 for fp4's 2K-element tiles and the
+# epilogue (Triton's default)
+WARPS = {"fp4 rows mxfp4 sr codes": 4, "epilogue alpha bf16": 4, "epilogue round fp32": 4}
 
 
 def stale_globals(kernel):  # the check each launch makes: a global read must equal itself
@@ -124,7 +134,8 @@ print(json.dumps(out))
 CASES = ["fp4 rows nvfp4 sr", "fp4 axis0 nvfp4 codes", "fp4 2d nvfp4", "fp4 rows mxfp4 sr codes",
          "fp4 axis0 rht16 bf16 sr both", "fp4 rows rht128 fp16", "fp4 rows nvfp4 4over6 mse",
          "fp4 2d nvfp4 4over6 mae", "fp4 amax", "fp4 amax rht16",
-         "fp8 rows", "fp8 tensor amax", "fp8 tensor codes"]
+         "fp8 rows", "fp8 tensor amax", "fp8 tensor codes", "epilogue alpha bf16",
+         "epilogue round fp32"]
 
 
 @pytest.fixture(scope="module")

@@ -29,7 +29,6 @@ import nvfp4_kernels
 from nvfp4_kernels import fp4
 from nvfp4_lab.formats import QuantSpec, Stream, fake_quantize_parts, quantize
 from nvfp4_lab.formats.hadamard import sign_vector
-from nvfp4_lab.formats.quantizer import runtime_inputs
 from nvfp4_lab.formats.spec import RHTSpec
 
 pytestmark = interpreter_warnings
@@ -52,7 +51,7 @@ def spread(rows: int, cols: int, axis: int, dtype: torch.dtype, seed: int = 0) -
 def check(x: torch.Tensor, spec: QuantSpec, seed: int = 0, stream: Stream | None = None,
           signs: torch.Tensor | None = None) -> None:
     """Both outputs of one fused launch against the reference's two calls."""
-    key, rht_signs = runtime_inputs(x, spec, seed, stream, signs)
+    key, rht_signs = nvfp4_kernels.runtime_inputs(x, spec, seed, stream, signs)
     out = fp4.fp4_quantize(x, spec, key, rht_signs, local=True, codes=fp4.stores(spec))
     ref_local, ref_amax = fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
     assert_bits_equal(out.local, ref_local)

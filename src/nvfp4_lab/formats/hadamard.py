@@ -63,19 +63,27 @@ def hadamard_matrix(d: int, dtype: torch.dtype = torch.float32) -> torch.Tensor:
     return ((1 - 2 * parity).to(torch.float64) / math.sqrt(d)).to(dtype)
 
 
+# how many of (layer, step, call) each policy draws its vector from
+_POLICY_IDS = {"none": 0, "fixed": 0, "per_layer": 1, "per_step": 2, "per_call": 3}
+
+
+def policy_ids(policy: str, layer: int, step: int, call: int) -> tuple[int, ...]:
+    """The ids ``policy`` draws its sign vector from, in order: equal ids, equal vectors."""
+    if policy not in SIGN_POLICIES:
+        raise ValueError(f"RHT sign policy must be one of {SIGN_POLICIES}, got {policy!r}")
+    return (layer, step, call)[:_POLICY_IDS[policy]]
+
+
 def sign_vector(d: int, policy: str = "fixed", seed: int = 0, layer: int = 0, step: int = 0,
                 call: int = 0) -> torch.Tensor:
     """The +-1 sign vector s (fp32 [d]) for a policy; ids that the policy ignores are ignored."""
     check_size(d)
-    if policy not in SIGN_POLICIES:
-        raise ValueError(f"RHT sign policy must be one of {SIGN_POLICIES}, got {policy!r}")
+    ids = policy_ids(policy, layer, step, call)
     if policy == "none":
         return torch.ones(d)
     if policy == "fixed" and d == 16:
         mask = TE_SIGN_MASK_16
     else:
-        ids = {"fixed": (), "per_layer": (layer,), "per_step": (layer, step),
-               "per_call": (layer, step, call)}[policy]
         k0, k1 = stream_key(seed, 0x52485400, *ids)  # 0x52485400 = "RHT": its own stream
         mask = 0
         for w in range(0, d, 32):  # 32 signs per hash word

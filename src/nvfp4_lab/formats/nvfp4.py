@@ -42,6 +42,8 @@ the scales (n/16 bytes) without another pass over the data.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from . import e2m1
@@ -140,8 +142,13 @@ def gemm_alpha(amax_a: torch.Tensor, amax_b: torch.Tensor | None = None, limit_a
     """
     if amax_b is None:
         return global_decode_scale(amax_a, limit_a)
-    ranges = value_range(limit_a) * value_range(limit_b)
-    return (amax_a * amax_b) / torch.full_like(amax_a, ranges)
+    return (amax_a * amax_b) / torch.full_like(amax_a, alpha_divisor(limit_a, limit_b))
+
+
+def alpha_divisor(*limits: int) -> float:
+    """What a GEMM divides the product of its NVFP4 operands' amaxes by: the product of their
+    value ranges 6 L (``gemm_alpha``; exact in fp32)."""
+    return math.prod(value_range(limit) for limit in limits)
 
 
 def dequantize_blocks(q: torch.Tensor, s_b: torch.Tensor, amax: torch.Tensor,

@@ -103,12 +103,17 @@ def runtime_inputs(x: torch.Tensor, spec: QuantSpec, seed: int, stream: Stream |
     stream = stream or Stream()
     random = spec.rounding in ("sr", "ms_eden")
     key = key_tensor(seed, stream.ids(), x.device) if random else None
+    return key, rht_signs(x, spec, stream, signs)
+
+
+def rht_signs(x: torch.Tensor, spec: QuantSpec, stream: Stream | None,
+              signs: torch.Tensor | None) -> torch.Tensor | None:
+    """The RHT sign vector on x's device: ``signs`` if given, else the spec's policy's for
+    the stream (None without an RHT)."""
     if spec.rht is not None and signs is None:
-        r = spec.rht
+        r, stream = spec.rht, stream or Stream()
         signs = sign_vector(r.size, r.signs, r.seed, stream.layer, stream.step, stream.call)
-    if signs is not None:
-        signs = to_device(signs.float(), x.device)
-    return key, signs
+    return None if signs is None else to_device(signs.float(), x.device)
 
 
 def quantize(x: torch.Tensor, fmt: str | QuantSpec = "nvfp4", *, seed: int = 0,

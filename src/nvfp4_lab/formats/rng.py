@@ -66,7 +66,7 @@ def stream_key(seed: int, *ids: int) -> tuple[int, int]:
     return h0, h1
 
 
-def _as_int32(c: int) -> int:
+def as_int32(c: int) -> int:
     """A uint32 constant as the int32 with the same bits."""
     return c - (1 << 32) if c & 0x80000000 else c
 
@@ -74,9 +74,9 @@ def _as_int32(c: int) -> int:
 def fmix32(h: torch.Tensor) -> torch.Tensor:
     """MurmurHash3 finaliser on an int32 tensor holding uint32 bits (returned likewise)."""
     h = h ^ ((h >> 16) & 0xFFFF)
-    h = h * _as_int32(_C1)                     # wraps: (h * C1) mod 2^32
+    h = h * as_int32(_C1)                      # wraps: (h * C1) mod 2^32
     h = h ^ ((h >> 13) & 0x7FFFF)
-    h = h * _as_int32(_C2)
+    h = h * as_int32(_C2)
     return h ^ ((h >> 16) & 0xFFFF)
 
 

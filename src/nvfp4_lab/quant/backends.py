@@ -1,11 +1,12 @@
-"""Backends: who computes a quantized GEMM operand.
+"""Backends: who computes a quantized GEMM operand, and the GEMM's epilogue.
 
-Every backend implements one call, ``operand(x, spec, seed=, stream=, signs=, local_dtype=)``,
+Every backend implements ``operand(x, spec, seed=, stream=, signs=, local_dtype=)``,
 returning ``(local, amax)`` exactly as ``formats.fake_quantize_parts`` does (local: element x
 block scale; amax: NVFP4's tensor amax or None). ``local`` is fp32, or bf16 on request
 for FP4 formats, where bf16 holds it exactly (``gemm.local_dtype``): the triton kernels write
 bf16 directly, the others cast. The GEMMs themselves are ordinary matmuls in ``gemm.py``
-whatever the backend.
+whatever the backend; ``epilogue(y, Epilogue)`` scales and rounds their FP32 output:
+the reference's torch ops, or with ``triton`` the same bits in one kernel.
 
     reference  eager PyTorch: the executable specification (``formats/``)
     compiled   the reference compiled by inductor, bit-identical to it (compiled.py; CPU)
@@ -26,14 +27,35 @@ import importlib.util
 import math
 import os
 import warnings
+from typing import NamedTuple
 
 import torch
 
 from ..formats import QuantSpec, Stream, fake_quantize_parts
 from ..formats.e2m1 import FP4_MAX
-from ..formats.nvfp4 import gemm_alpha
+from ..formats.nvfp4 import alpha_divisor, gemm_alpha
 from ..formats.quantizer import check_local_dtype
 from . import compiled, packaged
+
+
+class Epilogue(NamedTuple):
+    """What a quantized GEMM does to its FP32 output Y: Y times NVFP4's alpha (``amaxes``:
+    those of its NVFP4 operands, ``limits``: their E4M3 limits), rounded to ``round_to`` (the
+    compute dtype) and stored in ``dtype`` (the dtype the caller keeps: dX's input dtype, dW's
+    master weight's)."""
+
+    amaxes: tuple[torch.Tensor, ...]
+    limits: tuple[int, ...]
+    round_to: torch.dtype
+    dtype: torch.dtype
+
+    def apply(self, y: torch.Tensor) -> torch.Tensor:
+        """The reference: torch ops, a launch each on a GPU (a backend may fuse them)."""
+        if len(self.amaxes) == 2:
+            y = y * gemm_alpha(*self.amaxes, *self.limits)
+        elif self.amaxes:
+            y = y * gemm_alpha(self.amaxes[0], limit_a=self.limits[0])
+        return y.to(self.round_to).to(self.dtype)
 
 
 class BackendError(RuntimeError):
@@ -52,6 +74,10 @@ class Backend:
 
     def _parts(self, x, spec, seed, stream, signs):
         return fake_quantize_parts(x, spec, seed=seed, stream=stream, signs=signs)
+
+    def epilogue(self, y: torch.Tensor, epilogue: Epilogue) -> torch.Tensor:
+        """A quantized GEMM's FP32 output through its ``Epilogue``."""
+        return epilogue.apply(y)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name!r})"
@@ -76,6 +102,7 @@ class TritonBackend(Backend):
             raise BackendError("backend=triton needs the nvfp4_kernels package (kernels/), "
                                "which is not installed")
         import nvfp4_kernels
+        import nvfp4_kernels.epilogue
 
         self._kernels = nvfp4_kernels
         self._fallbacks: set = set()
@@ -87,6 +114,15 @@ class TritonBackend(Backend):
                           "computes it", stacklevel=2)
         return self._kernels.operand(x, spec, seed=seed, stream=stream, signs=signs,
                                      local_dtype=local_dtype)
+
+    def epilogue(self, y, epilogue):
+        """One launch (``nvfp4_kernels.epilogue``) where the kernel covers it, else the
+        reference's ops."""
+        kernel = self._kernels.epilogue
+        if not kernel.supports(y, epilogue.amaxes, epilogue.round_to, epilogue.dtype):
+            return epilogue.apply(y)
+        return kernel.gemm_epilogue(y, epilogue.amaxes, alpha_divisor(*epilogue.limits),
+                                    epilogue.round_to, epilogue.dtype)
 
 
 def _sample(spec: QuantSpec, device, dtype: torch.dtype) -> torch.Tensor:
@@ -157,6 +193,25 @@ def _self_test(backend: Backend, specs, device, input_dtypes) -> None:
                                            f"({local_dtype} local)")
         if spec.rounding == "sr":
             _check_unbiased(backend, spec, device)
+    _check_epilogue(backend, device)
+
+
+def _check_epilogue(backend: Backend, device) -> None:
+    """The backend's GEMM epilogue against the reference's ops: alphas from zero, one and
+    two amaxes (4/6's limit included), BF16 ties and subnormals, each rounding and store."""
+    g = torch.Generator().manual_seed(99)
+    y = torch.randn(64, 48, generator=g) * torch.exp(8 * torch.randn(64, 1, generator=g))
+    y[0, :4] = torch.tensor([1.0 + 2.0 ** -8, 1.0 + 3 * 2.0 ** -8, 2.0 ** -130, -0.0])
+    y = y.to(device)
+    amaxes = tuple(torch.tensor(v, device=device) for v in (3.0e3, 0.7071))
+    for n, limits in ((0, ()), (1, (448,)), (2, (448, 256))):
+        for round_to, dtype in ((torch.bfloat16, torch.bfloat16),
+                                (torch.bfloat16, torch.float32),
+                                (torch.float32, torch.float32)):
+            e = Epilogue(amaxes[:n], limits, round_to, dtype)
+            if not _same(backend.epilogue(y, e), e.apply(y)):
+                raise BackendError(f"backend {backend.name}: the GEMM epilogue differs from "
+                                   f"the reference ({n} amaxes, {round_to} -> {dtype})")
 
 
 def _check_unbiased(backend: Backend, spec: QuantSpec, device, draws: int = 8) -> None:

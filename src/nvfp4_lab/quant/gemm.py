@@ -11,7 +11,9 @@ FP32 accumulation, always at full FP32 precision (``full_fp32``), and applies on
 both amaxes to the output (``formats.nvfp4.gemm_alpha``, as TE's GEMM does), which is what a
 block-scaled tensor core computes, up to the order of the FP32 sums (paper Eq. 5;
 docs/numerics.md, Emulated GEMM). Its output is rounded to the compute dtype (BF16 under
-autocast, as in the paper; else the input dtype).
+autocast, as in the paper; else the input dtype) and stored in the dtype the caller keeps:
+the ``Epilogue``, which the reference runs as torch ops and the triton backend as one kernel
+(same bits).
 
 Which matmul: when both operands are BF16 tensors on a GPU (FP4 parts, produced in BF16 there
 by ``local_dtype``, and BF16 activations, gradients or weights) a BF16 GEMM with FP32 output
@@ -42,7 +44,7 @@ import torch
 
 from ..formats import QuantSpec
 from ..formats.device import on_cuda
-from ..formats.nvfp4 import gemm_alpha
+from .backends import Backend, Epilogue
 
 
 class Parts(NamedTuple):
@@ -99,21 +101,23 @@ def full_fp32(device: torch.device):
         flag.fp32_precision = previous
 
 
-def gemm(a: Parts, b: Parts, out_dtype: torch.dtype) -> torch.Tensor:
-    """a.local [M, K] @ b.local [K, N] -> [M, N] in out_dtype, NVFP4's alpha on the output."""
+def gemm(a: Parts, b: Parts, out_dtype: torch.dtype, backend: Backend | None = None,
+         dtype: torch.dtype | None = None) -> torch.Tensor:
+    """a.local [M, K] @ b.local [K, N] -> [M, N] rounded to out_dtype, NVFP4's alpha on the
+    output, stored in ``dtype`` (default out_dtype); ``backend`` runs the ``Epilogue``
+    (default: the reference's torch ops)."""
+    dtype = dtype or out_dtype
     if not (a.quantized or b.quantized):
-        return a.local @ b.local
+        return (a.local @ b.local).to(dtype)
     if a.local.dtype == b.local.dtype == torch.bfloat16 and on_cuda(a.local.device):
         y = torch.mm(a.local, b.local, out_dtype=torch.float32)  # exact products, FP32 sums
     else:
         with full_fp32(a.local.device):
             y = a.local.float() @ b.local.float()
     nvfp4 = [p for p in (a, b) if p.amax is not None]
-    if len(nvfp4) == 2:
-        y = y * gemm_alpha(a.amax, b.amax, a.limit, b.limit)
-    elif nvfp4:
-        y = y * gemm_alpha(nvfp4[0].amax, limit_a=nvfp4[0].limit)
-    return y.to(out_dtype)
+    epilogue = Epilogue(tuple(p.amax for p in nvfp4), tuple(p.limit for p in nvfp4),
+                        out_dtype, dtype)
+    return (backend or Backend()).epilogue(y, epilogue)
 
 
 def compute_dtype(x: torch.Tensor) -> torch.dtype:
@@ -172,12 +176,13 @@ class QuantGemm(torch.autograd.Function):
                     dw_op = Parts(w_local, w_amax, ctx.flags[1], ctx.limits[1])
                 else:
                     dw_op = layer.operand(weight, "dgrad.w", plan, cd, signs_d)
-                dx = gemm(ddy, dw_op, cd).reshape(x_shape).to(x_dtype)  # [M, K]
+                dx = gemm(ddy, dw_op, cd, layer.backend, x_dtype).reshape(x_shape)  # [M, K]
             if ctx.needs_input_grad[1]:
                 wdy = ddy if plan["wgrad.dy"].reuse else layer.operand(
                     dy2, "wgrad.dy", plan, cd, signs_w)
                 wx = Parts(wx_local, wx_amax, ctx.flags[0], ctx.limits[0])
-                dw = gemm(wdy.T, wx, cd).to(weight.dtype)  # [N, M] @ [M, K] -> [N, K]
+                # [N, M] @ [M, K] -> [N, K]
+                dw = gemm(wdy.T, wx, cd, layer.backend, weight.dtype)
                 if x_hp is not None:
                     layer.record_wgrad_error(dw, dy2, x_hp)
             used = {"dgrad.dy": dy2, "dgrad.w": weight} if ctx.needs_input_grad[0] else {}
@@ -192,7 +197,7 @@ def _fprop(x2, weight, layer, plan, cd, signs) -> tuple[Parts, Parts, torch.Tens
     """Fprop's two operands and Y = X . W^T [M, N] (autocast off, x2: [M, K] in ``cd``)."""
     fx = layer.operand(x2, "fprop.x", plan, cd, signs)
     fw = layer.operand(weight, "fprop.w", plan, cd, signs)
-    return fx, fw, gemm(fx, fw.T, cd)
+    return fx, fw, gemm(fx, fw.T, cd, layer.backend)
 
 
 def fprop_only(x: torch.Tensor, weight: torch.Tensor, layer, plan) -> torch.Tensor:

@@ -50,6 +50,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from ..formats.device import cuda_path
 from .gemm import full_fp32
+from .linear import device_signs
 
 aten = torch.ops.aten
 
@@ -233,21 +234,28 @@ def _triton_launches(recorder: _Recorder):
         yield
 
 
-def trace(step: Callable[[], object], device_tensors: Iterable[torch.Tensor]) -> Trace:
+def trace(step: Callable[[], object], device_tensors: Iterable[torch.Tensor],
+          runs: int = 1) -> Trace:
     """The ops ``step()`` would run on CUDA, ``device_tensors`` standing for its device
-    tensors (module docstring)."""
+    tensors (module docstring): those of the last of ``runs`` calls, the calls before it
+    filling what a run keeps on the device from step to step (constants, cached vectors)."""
     recorder = _Recorder(device_tensors)
     with cuda_path(), _triton_launches(recorder), recorder:
+        for _ in range(runs - 1):
+            step()
+        recorder.ops.clear()
         step()
     return Trace(tuple(recorder.ops))
 
 
 def linear_step(layer: nn.Linear, tokens: int, x_dtype: torch.dtype = torch.bfloat16,
                 seed: int = 0) -> Trace:
-    """One training step of ``layer`` (stand-alone, CPU), traced: forward of x [tokens, in]
-    under bf16 autocast, the trainer's, then backward of a bf16 dY into an existing
-    ``.grad`` of each parameter, so gradient accumulation's add is counted. x is a leaf
-    without a grad: autograd hands dX on without a copy, as to the layer below in a model."""
+    """A training step of ``layer`` (stand-alone, CPU) after a first one, traced: forward of
+    x [tokens, in] under bf16 autocast, the trainer's, then backward of a bf16 dY into an
+    existing ``.grad`` of each parameter, so gradient accumulation's add is counted. x is a
+    leaf without a grad: autograd hands dX on without a copy, as to the layer below in a
+    model. A quantized layer's step counter advances between the two, as in training, so
+    what changes per step (SR keys, a per-step sign vector) is new in the traced one."""
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(tokens, layer.in_features, generator=g).to(x_dtype).requires_grad_()
     dy = torch.randn(tokens, layer.out_features, generator=g).to(torch.bfloat16)
@@ -255,8 +263,16 @@ def linear_step(layer: nn.Linear, tokens: int, x_dtype: torch.dtype = torch.bflo
     for p in params:
         p.grad = torch.zeros_like(p)
 
+    state = getattr(layer, "state", None)  # a QuantLinear's QuantState
+    # filled again by the first step, so that the recorder knows the cached vectors as the
+    # device tensors they are on CUDA (one cached by an earlier trace would be a host tensor)
+    device_signs.cache_clear()
+
     def step():
         with torch.autocast(x.device.type, dtype=torch.bfloat16):
             y = layer(x)
         y.backward(dy)
-    return trace(step, [x, dy, *params, *(p.grad for p in params)])
+        x.grad = None  # handed on to the layer below, never accumulated here
+        if state is not None:
+            state.step += 1
+    return trace(step, [x, dy, *params, *(p.grad for p in params)], runs=2)

@@ -16,13 +16,14 @@ move freely between quantized and unquantized models. It adds what the GEMMs nee
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from ..formats import Stream
-from ..formats.hadamard import rht_dim, sign_vector
+from ..formats.hadamard import policy_ids, rht_dim, sign_vector
 from ..formats.rng import to_device
 from . import stats as stats_mod
 from .backends import Backend
@@ -30,6 +31,15 @@ from .gemm import Parts, QuantGemm, fprop_only, local_dtype
 from .operands import OPS, WGRAD_OUTPUT, Gemm
 from .plan import GemmPlan, operand_plan, switched_plan, token_chunk
 from .recipe import Recipe
+
+
+@functools.lru_cache(maxsize=4096)
+def device_signs(size: int, policy: str, seed: int, ids: tuple[int, ...],
+                 device: torch.device) -> torch.Tensor:
+    """The RHT sign vector of ``policy`` for ``ids`` (``hadamard.policy_ids``) on ``device``,
+    copied there once, without a host sync, and kept: a ``fixed`` vector for the whole run,
+    a drawn one for the forward and backward that share it. Read only."""
+    return to_device(sign_vector(size, policy, seed, *ids), device)
 
 
 @dataclass
@@ -97,8 +107,8 @@ class QuantLinear(nn.Linear):
         if rht is None:
             return None
         call = Gemm(gemm).number + len(Gemm) * self.state.slot
-        signs = sign_vector(rht.size, rht.signs, rht.seed, self.index, self.state.step, call)
-        return to_device(signs, self.weight.device)  # once for both operands, no host sync
+        ids = policy_ids(rht.signs, self.index, self.state.step, call)
+        return device_signs(rht.size, rht.signs, rht.seed, ids, self.weight.device)
 
     def operand(self, x: torch.Tensor, op: str, plan: GemmPlan, cd: torch.dtype,
                 signs: torch.Tensor | None) -> Parts:

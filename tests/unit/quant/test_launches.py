@@ -117,3 +117,20 @@ def test_each_recipes_gemms_run_in_the_documented_dtypes(name, x_dtype):
     for gemm, shape in OUTPUTS.items():
         op = by_output[shape]
         assert ([m.dtype for m in op.inputs], op.output.dtype) == want[gemm], gemm
+
+
+@pytest.mark.parametrize(("x_dtype", "casts"), [(torch.bfloat16, 2), (torch.float32, 4)])
+def test_the_bf16_linear_step_counted_by_hand(x_dtype, casts):
+    """Forward: W cast to BF16 (autocast), Y = X W^T; backward: dX = dY W, dW = dY^T X, dW
+    cast to FP32, added to the existing .grad. An FP32 X adds its cast and dX's cast back."""
+    t = linear_step(torch.nn.Linear(64, 32, bias=False), 48, x_dtype)
+    assert t.names() == Counter({"aten.mm.default": 3, "aten._to_copy.default": casts,
+                                 "aten.add_.Tensor": 1})
+    assert t.launches == 4 + casts
+
+
+def test_a_fixed_sign_vector_is_copied_to_the_device_once():
+    """MXFP4's Wgrad transform has fixed signs: copied by the first step and kept, so a later
+    step copies only what changes per step, the reference's SR keys (dgrad.dy, wgrad.dy)."""
+    t = linear_step(QuantLinear(64, 32, recipe=preset("mxfp4")), 64)
+    assert t.names()[H2D] == 2
