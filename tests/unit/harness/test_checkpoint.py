@@ -10,10 +10,7 @@ from helpers.hf_inputs import EOT, documents, train_tokenizer, write_corpus  # n
 from helpers.shard_writers import write_llmc  # noqa: E402
 from tokenizers import Tokenizer  # noqa: E402
 
-from nvfp4_lab.data import (
-    DataConfig,  # noqa: E402
-    hf_prepare,  # noqa: E402
-)
+from nvfp4_lab.data import DataConfig, hf_prepare  # noqa: E402
 from nvfp4_lab.harness.checkpoint import EvalRefused, run_tokenizer  # noqa: E402
 
 TEXT = "the naïve café of 東京 was not his"
