@@ -20,7 +20,7 @@ TOKENS_PER_PARAM, TOKENS_PER_STEP, MICRO_TOKENS = 20, 8 * 1024 * 64, 8 * 1024
 def params(name: str = "gpt2_small") -> int:
     """Non-embedding parameters of a model preset, counted by its modules (meta device)."""
     with torch.device("meta"):
-        return Transformer(model_preset(name, vocab_size=256)).num_params()
+        return int(Transformer(model_preset(name, vocab_size=256)).num_params())
 
 
 def steps() -> int:
@@ -30,14 +30,14 @@ def steps() -> int:
 def flops(name: str, vocab: int, seq_len: int) -> float:
     """6 (N + V D) + 6 L T D."""
     m = model_preset(name)
-    return 6 * (params(name) + vocab * m.d_model) + 6 * m.n_layers * seq_len * m.d_model
+    return float(6 * (params(name) + vocab * m.d_model) + 6 * m.n_layers * seq_len * m.d_model)
 
 
 def h200_seconds(fmt: str, n_steps: int) -> tuple[float, float]:
     """(seconds of a GPU-scale run of ``fmt``, seconds of one of its steps): the line through
     the small and base rows in log-log, at gpt2_small's FLOPs."""
-    with open(STEP_TIMES, newline="") as f:
-        rows = {r["model"]: r for r in csv.DictReader(f)
+    with open(STEP_TIMES, newline="") as table:
+        rows = {r["model"]: r for r in csv.DictReader(table)
                 if r["machine_class"] == "NVIDIA H200" and r["format"] == fmt}
     (fa, ma), (fb, mb) = [(flops(m, int(rows[m]["vocab_size"]), int(rows[m]["seq_len"])),
                            float(rows[m]["ms_per_step"]) / int(rows[m]["tokens_per_step"]))
@@ -46,3 +46,9 @@ def h200_seconds(fmt: str, n_steps: int) -> tuple[float, float]:
     step_s = ma * (f / fa) ** (math.log(mb / ma) / math.log(fb / fa)) * TOKENS_PER_STEP / 1000
     warmup = max(float(rows[m]["startup_s"]) for m in ("small", "base"))
     return warmup + n_steps * step_s, step_s
+
+
+def hours(seconds: float) -> str:
+    """``5h23m``: how the dry run writes a time over an hour."""
+    s = round(seconds)
+    return f"{s // 3600}h{s % 3600 // 60:02d}m"

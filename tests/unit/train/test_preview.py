@@ -7,14 +7,9 @@ import re
 
 import pytest
 import torch
-from helpers.gpu_scale import h200_seconds, steps
+from helpers.gpu_scale import h200_seconds, hours, steps
 
 from nvfp4_lab.cli import main
-
-
-def hours(seconds: float) -> str:
-    s = round(seconds)
-    return f"{s // 3600}h{s % 3600 // 60:02d}m"
 
 
 @pytest.mark.parametrize("fmt", ["nvfp4", "bf16"])
