@@ -164,10 +164,12 @@ def _jobs(trial: list[str], multirun: bool, swept: list[str], noted: set[str] | 
 def _ready_here(problems: list[str], noted: set[str] | None) -> None:
     """Refuse the first of ``problems`` (ValueError); in a dry run (``noted`` a set) print
     each on stderr as a note instead, once."""
-    if problems and noted is None:
+    if not problems:
+        return
+    if noted is None:
         raise ValueError(problems[0])
     for line in problems:
-        if noted is not None and line not in noted:
+        if line not in noted:
             noted.add(line)
             print(f"nvfp4-lab: note: {line} (a run would stop here; the dry run goes on)",
                   file=sys.stderr)

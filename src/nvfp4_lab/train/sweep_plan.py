@@ -109,7 +109,8 @@ def validations(steps: int, val_every: int) -> int:
 
 def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -> PlannedJob:
     """A composed job's length, backend and estimated seconds on this machine, where
-    ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate."""
+    ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate; a
+    GPU job's, extrapolated from the GPU step times shipped (``_on_gpu``)."""
     job = Job.resolve(cfg)
     recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
     if job.trainer.gpu:
