@@ -65,7 +65,7 @@ def run(argv: list[str]) -> int:
                                                  if a not in MULTIRUN | {"--dry-run"}]
     hydra_flags = {a for a in argv if a.startswith("-")} - MULTIRUN
     if not hydra_flags and not os.environ.get("HYDRA_FULL_ERROR"):
-        problem = preflight.check(argv)       # one line, before Hydra writes anything
+        problem = preflight.check(argv, dry_run)  # one line, before Hydra writes anything
         if problem:
             return _refused(problem)
     if dry_run:

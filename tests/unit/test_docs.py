@@ -219,3 +219,17 @@ def test_the_lab_log_words_are_caught_where_they_are_written():
     text = "A plan.\nMeasured in session 31 while the two lanes ran; SIGSTOP between.\n"
     assert _lab_log_words(text, "page.md") == [
         "page.md:2: 'session 31'", "page.md:2: 'lanes'", "page.md:2: 'SIGSTOP'"]
+
+
+def test_the_gpu_scale_page_states_what_the_code_gives():
+    """docs/gpu_scale.md's parameters and tokens (the model's modules counted), and each
+    recipe's extrapolated step and run as the dry run prints them (worked out from the CSV)."""
+    from helpers.gpu_scale import h200_seconds, hours, params, steps
+
+    page = (DOCS / "gpu_scale.md").read_text(encoding="utf-8")
+    n = params()
+    assert f"{n:,} non-embedding" in page and f"{n + 2 * 50304 * 768:,} with the" in page
+    assert f"20 × {n:,} = {20 * n:,}" in page and f"{steps()} steps" in page
+    for fmt in ("bf16", "fp8", "mxfp4", "nvfp4"):
+        seconds, step_s = h200_seconds(fmt, steps())
+        assert f"| `{fmt}` | {step_s:.2f} | {hours(seconds)} |" in page, fmt

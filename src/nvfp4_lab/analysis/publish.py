@@ -1,10 +1,11 @@
 """Publishing a sweep: its small files copied into ``results/``, where the index reads them.
 
 ``nvfp4-lab publish SWEEP`` copies a finished sweep's small files (per run: ``config.yaml``,
-``summary.json``, ``metrics.csv``; per sweep: ``multirun.yaml``, ``sweep_summary.csv``) into
-``results/<ablation>/`` (or ``--as v2/<folder>`` for a design-v2 sweep); checkpoints and event
-files stay behind. A published folder is never overwritten. A study (``STUDIES``: the scaling
-grid, which runs over several sessions) is published as it grows instead.
+``summary.json``, ``metrics.csv`` and, once scored, ``eval.json``; per sweep:
+``multirun.yaml``, ``sweep_summary.csv``) into ``results/<ablation>/`` (or ``--as
+v2/<folder>`` for a design-v2 sweep); checkpoints and event files stay behind. A published
+folder is never overwritten. A study (``STUDIES``: the scaling grid, which runs over several
+sessions) is published as it grows instead.
 
 A published report cites what the other published sweeps found of its claims; ``redraw``
 rewrites them all (``nvfp4-lab plot --index``), so that none cites a superseded row.
@@ -31,7 +32,7 @@ BEYOND_PAPER = ("recipes",)
 # studies that run over several sessions: published as they grow (``publish`` adds the finished
 # runs a folder lacks, never touching one it has), read by their own report, not the claims
 STUDIES = ("scaling", "steps_vs_size")
-RUN_FILES = ("config.yaml", "summary.json", "metrics.csv")
+RUN_FILES = ("config.yaml", "summary.json", "metrics.csv", "eval.json")   # eval.json: if scored
 SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
 
 
@@ -106,7 +107,8 @@ def _grow(sweep: Path, dest: Path) -> Path:
         if done and not (dest / job).exists():
             (dest / job).mkdir(parents=True)
             for f in RUN_FILES:
-                shutil.copy2(sweep / job / f, dest / job / f)
+                if (sweep / job / f).exists():
+                    shutil.copy2(sweep / job / f, dest / job / f)
     return dest
 
 

@@ -10,6 +10,7 @@ default). No lm-eval here: ``lm.py`` wraps this for the harness.
 """
 from __future__ import annotations
 
+import hashlib
 from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +21,8 @@ from omegaconf import OmegaConf
 from .. import rundir
 from ..data import ByteTokenizer, Tokenizer, load_prepared, load_tokenizer, prepared_dir
 from ..data.config import DataConfig
+from ..data.hf_prepare import MANIFEST, Manifest
+from ..data.tokenizer import BPETokenizer, tokenizer_file
 from ..downstream import Forward
 from ..model import LanguageModel, build_model
 from ..quant import QuantState, convert
@@ -77,8 +80,7 @@ def run_tokenizer(run: Path, data: DataConfig) -> Tokenizer:
     if data.tokenizer == "bytes" and data.source != "bin":
         return ByteTokenizer()
     if data.source == "shards":
-        raise EvalRefused(f"{run}: data.source=shards: shards written elsewhere carry no "
-                          "tokenizer the lab can load, so its text cannot be tokenized here")
+        return shards_tokenizer(run, data)
     folder = prepared_dir(data)
     if not (folder / "meta.json").exists():
         raise EvalRefused(f"{run}: its tokenizer is in prepared data at {folder}, which is not "
@@ -92,3 +94,20 @@ def run_tokenizer(run: Path, data: DataConfig) -> Tokenizer:
                           "trained on (data fingerprint differs from summary.json's); "
                           "its tokenizer may differ too")
     return load_tokenizer(folder, prepared.meta)
+
+
+def shards_tokenizer(run: Path, data: DataConfig) -> Tokenizer:
+    """The tokenizer ``prepare-data`` wrote the run's shards with: the one their
+    ``manifest.json`` names, if its file is the one recorded there (sha256). Shards written
+    elsewhere (llm.c's, nanoGPT's) record none."""
+    manifest = Manifest.read(Path(str(data.path)))
+    if manifest is None:
+        raise EvalRefused(f"{run}: data.source=shards: {data.path} holds no manifest.json of "
+                          "nvfp4-lab prepare-data, and shards written elsewhere carry no "
+                          "tokenizer the lab can load, so its text cannot be tokenized here")
+    recipe = manifest.recipe
+    path = tokenizer_file(recipe.tokenizer)     # FileNotFoundError: one line, from eval
+    if hashlib.sha256(path.read_bytes()).hexdigest() != recipe.tokenizer_sha256:
+        raise EvalRefused(f"{run}: {path} is not the tokenizer its shards were written with "
+                          f"(its sha256 differs from {Path(str(data.path)) / MANIFEST}'s)")
+    return BPETokenizer.load(path, eot=recipe.eot)

@@ -40,8 +40,10 @@ class EvalArgs:
 
     @classmethod
     def parse(cls, argv: list[str]) -> EvalArgs:
-        pairs = dict(a.split("=", 1) for a in argv if "=" in a)
-        paths = [Path(a) for a in argv if "=" not in a and not a.startswith("--")]
+        # a run directory of a sweep has "=" in its name (seed=0): an existing path is a path
+        keyed = [a for a in argv if "=" in a and not Path(a).exists()]
+        pairs = dict(a.split("=", 1) for a in keyed)
+        paths = [Path(a) for a in argv if a not in keyed and not a.startswith("--")]
         flags = {a for a in argv if a.startswith("--")} - {"--overwrite"}
         if bad := flags or set(pairs) - set(KEYS):
             raise EvalRefused(f"eval: unknown argument {sorted(bad)[0]!r}; keys: "

@@ -17,8 +17,13 @@ parameters (``ModelConfig.non_embedding_params``, the formula):
     nano        128   5   4  2   32   384         738,688                  1,787,264   3e-3
     micro       256   8   4  2   64   768       4,722,944                  6,820,096   2e-3
     small       512  10   8  4   64  1536      23,603,712                 27,798,016   1.5e-3
+    gpt2_small  768  12  12  6   64  2304      63,720,192                 70,011,648   6e-4
     base       1024  12   8  4  128  3072     113,271,808                121,660,416   6e-4
     paper_1b2  2048  20  16  8  128  6144     755,058,688                771,835,904   1.2e-3
+
+``gpt2_small`` is GPT-2 small's shape (12 x 768, 12 heads, context 1024) in this block, for the
+GPU scale (``conf/scale/gpu_124m.yaml``); with GPT-2's vocabulary padded to 50304 it has 141M
+parameters in all, and 6e-4 is GPT-3's rate for its 125M model of that width.
 
 The paper states no vocabulary for its 1.2B model; with a Nemotron-sized V = 131,072 the
 embedding and head add 537M, for 1.29B in all, which is where "1.2B" comes from. Its 1.2e-3

@@ -41,6 +41,8 @@ measured for a format, model, batch and threads (benchmarks/RESULTS.md, results/
 the run's format and backend nearest to it (this machine class first, then its threads) is
 scaled by the run's work over the row's (``work_per_token`` x tokens per step), and the result
 is labelled an estimate (``Estimate.measured`` false) until the run's own timing is recorded.
+Its GPU rows (``device`` cuda) are not matched here: a GPU run's time is extrapolated from
+them by ``gpu_time.py``.
 """
 from __future__ import annotations
 
@@ -259,12 +261,15 @@ def work_per_token(d_model: int, n_layers: int, vocab_size: int) -> float:
 @dataclass(frozen=True)
 class Shipped:
     """A row of ``step_times.csv``: ms/step and start-up of one configuration on one machine
-    class (``startup_s`` None: counted in its ms/step)."""
+    class, a CPU's or a GPU's (``device`` cpu | cuda; ``startup_s`` None: counted in its
+    ms/step; ``threads`` 0 on a GPU, whose step they do not set)."""
 
     machine_class: str
+    device: str
     format: str
     model: str
     vocab_size: int
+    seq_len: int
     tokens_per_step: int
     threads: int
     backend: str
@@ -281,8 +286,9 @@ class Shipped:
 @functools.cache
 def shipped() -> tuple[Shipped, ...]:
     with open(SHIPPED, newline="") as f:
-        return tuple(Shipped(r["machine_class"], r["format"], r["model"], int(r["vocab_size"]),
-                             int(r["tokens_per_step"]), int(r["threads"]), r["backend"],
+        return tuple(Shipped(r["machine_class"], r["device"], r["format"], r["model"],
+                             int(r["vocab_size"]), int(r["seq_len"]), int(r["tokens_per_step"]),
+                             int(r["threads"]), r["backend"],
                              float(r["ms_per_step"]),
                              float(r["startup_s"]) if r["startup_s"] else None, r["measured"])
                      for r in csv.DictReader(f))
@@ -309,11 +315,12 @@ class Estimate:
 
 def first_estimate(shape: Shape, steps: int, backend: str) -> Estimate | None:
     """``steps`` steps of ``shape`` on ``backend`` (``auto``: the sooner CPU backend) from the
-    shipped table's nearest row; None where it holds no row of the format and backend."""
+    shipped table's nearest CPU row; None where it holds no row of the format and backend."""
     if shape.format == "bf16":
         backend = NO_BACKEND
     wanted = CPU_BACKENDS if backend == "auto" else (backend,)
-    rows = [r for r in shipped() if r.format == shape.format and r.backend in wanted]
+    rows = [r for r in shipped() if r.device == "cpu" and r.format == shape.format
+            and r.backend in wanted]
     if not rows:
         return None
     size = shape.work * shape.tokens_per_step

@@ -44,10 +44,12 @@ _NO_KEY = re.compile(r"Could not override '([^']+)'")
 _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
 
 
-def check(argv: list[str]) -> str | None:
+def check(argv: list[str], dry_run: bool = False) -> str | None:
     """None when every job of the command line composes into valid configs, else one line
     naming every refused value ("; " between them). Arms of an ablation that would train the
-    very same thing are warned about on stderr."""
+    very same thing are warned about on stderr. A dry run trains nothing: what only the
+    training machine can answer is a note on stderr there, not a refusal, so a GPU sweep can
+    be costed on a laptop."""
     overrides = [a for a in argv if not a.startswith("-")]
     multirun = bool({"-m", "--multirun"} & set(argv))
     parsed = _parsed(overrides)
@@ -55,8 +57,9 @@ def check(argv: list[str]) -> str | None:
         return parsed
     swept = [o.input_line for o in parsed if o.is_sweep_override()]
     register()
+    noted: set[str] | None = set() if dry_run else None
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
-        trials = [_jobs(trial, multirun, swept) for trial in _trials(parsed)]
+        trials = [_jobs(trial, multirun, swept, noted) for trial in _trials(parsed)]
     problems = [t for t in trials if isinstance(t, str)]
     if not problems:          # every config is valid: now the models, with torch
         warned: set[str] = set()
@@ -126,9 +129,11 @@ def _trials(parsed) -> list[list[str]]:
     return trials
 
 
-def _jobs(trial: list[str], multirun: bool, swept: list[str]) -> list[Job] | str:
+def _jobs(trial: list[str], multirun: bool, swept: list[str], noted: set[str] | None
+          ) -> list[Job] | str:
     """The jobs of one trial (one per arm of an ablation), or the one line refusing it;
-    ``swept``: the command line's sweeps, which need a multirun."""
+    ``swept``: the command line's sweeps, which need a multirun; ``noted``: a dry run's notes
+    (``_ready_here``)."""
     try:
         cfg = compose("config", overrides=trial, return_hydra_config=True)
     except ConfigCompositionException as err:
@@ -151,24 +156,48 @@ def _jobs(trial: list[str], multirun: bool, swept: list[str]) -> list[Job] | str
             job = Job.resolve(trial_cfg)
             job.trainer.check_launch(multirun)
             if here:
-                _check_here(job)
+                _ready_here(_check_here(job), noted)
         except (ValueError, TypeError, OmegaConfBaseException, FileNotFoundError) as err:
             return _arm_prefix(arm, arms) + _first_line(err)
         jobs.append(job)
     return jobs
 
 
-def _check_here(job: Job) -> None:
+def _ready_here(problems: list[str], noted: set[str] | None) -> None:
+    """Refuse the first of ``problems`` (ValueError); in a dry run (``noted`` a set) print
+    each on stderr as a note instead, once."""
+    if not problems:
+        return
+    if noted is None:
+        raise ValueError(problems[0])
+    for line in problems:
+        if line not in noted:
+            noted.add(line)
+            print(f"nvfp4-lab: note: {line} (a run would stop here; the dry run goes on)",
+                  file=sys.stderr)
+
+
+def _check_here(job: Job) -> list[str]:
     """What only the machine that trains can answer, asked when that is this one (any
-    launcher but SLURM's): the data folder, a CUDA device for a GPU accelerator, a torch the
-    compiled backend is checked on, W&B for ``logger=wandb``."""
-    job.data.check_path()
-    if why := wandb_refusal(job.logger):
-        raise ValueError(why)
-    if job.trainer.accelerator in ("gpu", "cuda"):
-        _check_cuda(job.trainer.accelerator)
+    launcher but SLURM's): the data folder, W&B for ``logger=wandb``, a CUDA device for a GPU
+    accelerator, a torch the compiled backend is checked on. Each refusal, in that order."""
+    checks = [job.data.check_path, lambda: _check_wandb(job.logger)]
+    if job.trainer.gpu:
+        checks.append(lambda: _check_cuda(job.trainer.accelerator))
     if job.recipe.backend == "compiled":
-        _check_compiled_torch()
+        checks.append(_check_compiled_torch)
+    problems = []
+    for check in checks:
+        try:
+            check()
+        except (ValueError, FileNotFoundError) as err:
+            problems.append(_first_line(err))
+    return problems
+
+
+def _check_wandb(logger) -> None:
+    if why := wandb_refusal(logger):
+        raise ValueError(why)
 
 
 def _check_cuda(accelerator: str) -> None:

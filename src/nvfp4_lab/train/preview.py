@@ -22,7 +22,7 @@ from .. import rundir
 from ..configs import conf_dir
 from .console import duration
 from .job import Job
-from .schema import apply_arm, register
+from .schema import TrainerConfig, apply_arm, plain, register
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
 
@@ -100,7 +100,8 @@ def preview(argv: list[str]) -> str:
 
 
 def _plan(cfgs: list[DictConfig], plan: SweepPlan) -> list[str]:
-    """What the published results say this ablation's claims need (analysis.context)."""
+    """What the published results say this ablation's claims need (analysis.context), with
+    their cost here when every job has an estimate on this machine (not a GPU sweep's)."""
     from ..analysis.context import plan_lines, shipped
     from ..analysis.paper import load_paper
 
@@ -108,7 +109,8 @@ def _plan(cfgs: list[DictConfig], plan: SweepPlan) -> list[str]:
     paper = load_paper(str(cfgs[0].name))
     if paper is None:
         return []
-    total = plan.total() if len(plan.known()) == len(plan.jobs) else None
+    here = not any(plain(c.trainer, TrainerConfig).gpu for c in cfgs)
+    total = plan.total() if here and len(plan.known()) == len(plan.jobs) else None
     per_seed = total / len(seeds) if total is not None else None
     return plan_lines(paper, shipped(), per_seed)
 

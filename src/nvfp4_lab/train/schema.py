@@ -224,6 +224,11 @@ class TrainerConfig:
             raise ValueError(f"trainer.devices={self.devices} must be >= 1, a list of device "
                              "indices, or auto")
 
+    @property
+    def gpu(self) -> bool:
+        """Whether the run trains on CUDA devices (``accelerator`` gpu or cuda)."""
+        return self.accelerator in ("gpu", "cuda")
+
     def world_size(self) -> int:
         """Data-parallel processes: the launcher's when torchrun or srun started us, else the
         config's."""

@@ -12,8 +12,9 @@ and the sweep's remainder lays the later jobs out on the ``parallel`` slots as t
 takes them, in launch order, each on the slot that frees first (``makespan``). A job never
 measured here gets a first estimate from the step times shipped with the package for its
 machine class (``cost.first_estimate``), labelled as such; one with no shipped row either
-has none, and the running job counts it at its own length. The progress line marks a sweep
-figure that holds either with ``?``.
+has none, and the running job counts it at its own length. A GPU job's time is extrapolated
+from the GPU rows of the same table (``quant/gpu_time.py``), labelled as an extrapolation.
+The progress line marks a sweep figure that holds either with ``?``.
 """
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from ..quant import cost
+from ..quant import cost, gpu_time
 from ..quant.recipe import NO_BACKEND
 from . import threads
 from .job import Job
@@ -108,9 +109,12 @@ def validations(steps: int, val_every: int) -> int:
 
 def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -> PlannedJob:
     """A composed job's length, backend and estimated seconds on this machine, where
-    ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate."""
+    ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate; a
+    GPU job's, extrapolated from the GPU step times shipped (``_on_gpu``)."""
     job = Job.resolve(cfg)
     recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
+    if job.trainer.gpu:
+        return _on_gpu(overrides, job)
     n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
     key = cost.run_key(list(job.specs), model, job.tokens_per_step, n_threads)
     evals = validations(steps, job.train.val_every)
@@ -129,3 +133,18 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
     if first is None:
         return PlannedJob(tuple(overrides), steps, None, recipe.backend)
     return PlannedJob(tuple(overrides), steps, first.seconds, first.backend, first.label())
+
+
+def _on_gpu(overrides: list[str], job: Job) -> PlannedJob:
+    """A GPU job, from the GPU step times shipped with the package (this machine's ledger
+    holds CPU runs only): extrapolated to its model and batch (``quant/gpu_time.py``), for
+    the class of this machine's GPU where the table has it."""
+    import torch
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    t = job.train
+    est = gpu_time.estimate(job.sized_model(), job.recipe.format, t.seq_len,
+                            t.tokens_per_step(1), job.steps_here, gpu)
+    if est is None:
+        return PlannedJob(tuple(overrides), job.steps_here, None, job.recipe.backend)
+    return PlannedJob(tuple(overrides), job.steps_here, est.seconds, est.backend, est.label())

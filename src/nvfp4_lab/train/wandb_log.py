@@ -94,7 +94,8 @@ def logger(conf: LoggerConfig, cfg: DictConfig, out: Path, started: str,
         return None
     from lightning.pytorch.loggers import WandbLogger
 
-    job = out.relative_to(sweep) if sweep else Path(cfg.name) / out.name
+    # Hydra's sweep directory is relative to the working directory, the job's absolute
+    job = out.resolve().relative_to(sweep.resolve()) if sweep else Path(cfg.name) / out.name
     return WandbLogger(
         name=job.as_posix(), save_dir=out / "logs", id=run_id(out, started),
         project=conf.project, entity=conf.entity, mode=conf.mode,

@@ -101,3 +101,21 @@ def test_every_published_report_is_what_plot_index_writes_now(tmp_path, monkeypa
             as_is = undated if new == stale else str     # the stale one is drawn anew, dated now
             assert as_is(new.read_text()) == as_is(old.read_text()), \
                 f"{old} differs from what the code writes now: nvfp4-lab plot --index results/"
+
+
+def test_a_runs_downstream_scores_are_published_with_it(tmp_path):
+    """A run's eval.json (nvfp4-lab eval) goes with its small files, so the published report
+    keeps its downstream section; runs never scored publish without one."""
+    sweep = make_sweep(tmp_path)
+    scored = next(sweep.glob("*_quant=nvfp4/seed=0"))
+    task = {"acc": 0.4, "acc_stderr": 0.01, "n": 1000, "step": 40, "lm_eval": "0.4.13",
+            "chance": 0.25}
+    (scored / "eval.json").write_text(json.dumps({"quantized": {"arc": task}}))
+    results = tmp_path / "results"
+    assert main(["publish", str(sweep), "--to", str(results)]) == 0
+    dest = results / "formats"
+    published = {p.parent.relative_to(dest) for p in dest.rglob("eval.json")}
+    assert published == {scored.relative_to(sweep)}
+    assert (dest / scored.relative_to(sweep) / "eval.json").read_bytes() == \
+        (scored / "eval.json").read_bytes()
+    assert "## Downstream tasks" in (dest / "report.md").read_text()

@@ -77,3 +77,14 @@ def test_mistakes_are_one_line_and_write_nothing(sweep, tmp_path, capsys, monkey
     assert "pip install 'nvfp4-lab[eval]'" in refused(capsys, [str(run), *task])
     assert not (bare / "eval.json").exists()
     assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+
+
+def test_a_sweeps_job_directory_is_a_path_though_its_name_holds_an_equals_sign(tmp_path):
+    """Hydra names a sweep's jobs ``3_quant=nvfp4/seed=0``: given as it is, it is a path, not
+    a key; a key=value that is no path stays a key."""
+    from nvfp4_lab.harness.command import EvalArgs
+
+    job = tmp_path / "3_quant=nvfp4" / "seed=0"
+    job.mkdir(parents=True)
+    args = EvalArgs.parse([str(job), "tasks=arc_easy,piqa", "limit=5"])
+    assert (args.paths, args.tasks, args.limit) == ([job], ["arc_easy", "piqa"], 5.0)

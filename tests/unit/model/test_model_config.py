@@ -82,7 +82,7 @@ def test_nano_and_base_sizes():
 def test_model_preset_copies():
     cfg = model_preset("nano", vocab_size=256)
     assert cfg.vocab_size == 256 and MODEL_PRESETS["nano"].vocab_size == 0
-    with pytest.raises(ValueError, match="model='huge' is not one of base, hybrid_micro, "):
+    with pytest.raises(ValueError, match="model='huge' is not one of base, gpt2_small, "):
         model_preset("huge")
     with pytest.raises(ValueError, match="model.n_kv_heads=3"):
         model_preset("nano", n_kv_heads=3)

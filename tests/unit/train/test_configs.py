@@ -194,3 +194,32 @@ def test_conf_dir_from_the_environment_and_its_errors(monkeypatch, tmp_path):
     (tmp_path / "config.yaml").write_text("seed: 0\n")
     assert conf_source().path == tmp_path.resolve()
     assert "NVFP4_LAB_CONF" in conf_source().describe()
+
+
+@pytest.mark.parametrize("ablation", sorted(set(ABLATIONS) - {"smoke", "quickstart", "scaling",
+                                                              "steps_vs_size", *V2}))
+def test_gpu_scale_composes_onto_every_ablation(composer, ablation):
+    """+scale=gpu_124m sets the model, the data and one GPU, and leaves the ablation's recipe
+    and arms alone."""
+    alone = composer([f"+ablation={ablation}"])
+    cfg = composer([f"+ablation={ablation}", "+scale=gpu_124m"])
+    assert (cfg.model.name, cfg.data.source, cfg.data.vocab_size, cfg.trainer.accelerator) == \
+        ("gpt2_small", "shards", 50304, "gpu")
+    assert cfg.quant == alone.quant and cfg.arms == alone.arms
+
+
+def test_gpu_scale_states_its_tokens_per_parameter(composer):
+    """20 tokens per non-embedding parameter, counted by the model's own modules, in steps
+    of 524,288 tokens: the numbers its file and its model's file state."""
+    from helpers.gpu_scale import params
+
+    from nvfp4_lab.train.job import Job
+
+    job = Job.resolve(composer(["+scale=gpu_124m"]))
+    n = params("gpt2_small")
+    assert job.tokens_per_step == 8 * 1024 * 64 == 524_288
+    assert job.max_steps == -(-20 * n // 524_288)
+    text = (CONF / "scale" / "gpu_124m.yaml").read_text()
+    assert f"20 x {n:,} = {20 * n:,} tokens" in text and f"{job.max_steps} steps" in text
+    assert f"{n:,} non-embedding" in (CONF / "model" / "gpt2_small.yaml").read_text()
+    assert f"{n + 2 * 50304 * 768:,} in all" in (CONF / "model" / "gpt2_small.yaml").read_text()

@@ -310,3 +310,24 @@ def test_shards_are_checked_by_header_before_torch_loads(tmp_path):
     assert out[0].startswith(f"{bad}: 5022 bytes, but its header says 2000 tokens of 2 "
                              "bytes (5024 bytes): the file is truncated")
     assert out[1:] == ["[]"]
+
+
+def test_a_dry_run_notes_what_only_the_training_machine_can_answer(tmp_path, capsys):
+    """A dry run trains nothing: a missing data folder, and no CUDA device for a GPU job, are
+    notes on stderr, each once over a sweep's values, not refusals; the run itself is refused
+    on the first of them."""
+    import torch
+
+    folder = tmp_path / "prepared"
+    argv = ["data=bin", f"data.path={folder}", "-m", "seed=0,1"]
+    assert check(argv, dry_run=True) is None
+    note = f"nvfp4-lab: note: data.path='{folder}' is not a folder (a run would stop here; " \
+           "the dry run goes on)\n"
+    assert capsys.readouterr().err == note
+    assert check(argv) == f"data.path='{folder}' is not a folder"
+    if not torch.cuda.is_available():
+        assert check([*argv, "trainer=gpu"], dry_run=True) is None
+        err = capsys.readouterr().err
+        assert err.startswith(note) and err.count("\n") == 2
+        assert "note: trainer.accelerator=gpu: this machine has no CUDA device" in err
+        assert check([*argv, "trainer=gpu"]) == f"data.path='{folder}' is not a folder"

@@ -88,6 +88,24 @@ def test_an_offline_run_gives_wandb_its_config_and_summary(composer, tmp_path, w
     assert [e.exit_code for e in of_kind(records, "exit")] == [0]
 
 
+def test_a_sweep_directory_relative_to_the_working_directory_names_the_job(
+        composer, tmp_path, wandb_home, monkeypatch):
+    """Hydra gives a job its output directory absolute and the sweep's as configured,
+    relative by default (outputs/sweeps/...): the W&B run is still named after the job."""
+    wandb = pytest.importorskip("wandb")
+    monkeypatch.chdir(tmp_path)
+    sweep = Path("sweeps") / "tiny" / "2026-12-07_06-00-00-000000"
+    out = tmp_path / sweep / "0_quant=bf16" / "seed=0"
+    cfg = composer([*fast(tmp_path, steps=2), "quant=bf16", "name=tiny", "logger=wandb",
+                    "logger.mode=offline"])
+    summary = train(cfg, out, multirun=True, position=SweepPosition(0, None, sweep))
+    assert summary.status == "done", summary.error
+    wandb.teardown()
+    [path] = (out / "logs" / "wandb").glob("offline-run-*/run-*.wandb")
+    [run] = of_kind(wandb_records(path), "run")
+    assert (run.display_name, run.run_group) == ("0_quant=bf16/seed=0", f"tiny/{sweep.name}")
+
+
 def test_the_default_logs_to_csv_and_tensorboard_only(composer, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)             # W&B would write ./wandb when given no directory
     out = tmp_path / "run"
