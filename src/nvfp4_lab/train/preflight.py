@@ -42,6 +42,7 @@ from .wandb_log import refusal as wandb_refusal
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
 _NO_OPTION = re.compile(r"Could not find '([^']+)/([^']+)'")
+_WHOLE_FLOAT = re.compile(r"Value '(\d+)\.0' of type 'float' could not be converted to Integer")
 
 
 def check(argv: list[str], dry_run: bool = False) -> str | None:
@@ -308,7 +309,10 @@ def _explain(err: ConfigCompositionException, trial: list[str]) -> str:
     # ``trainer``, whose name is in it too)
     named = [o for o in trial if o.split("=", 1)[0].lstrip("+~") in text]
     culprit = max(named, key=lambda o: len(o.split("=", 1)[0]), default=None)
-    return (f"{culprit}: " if culprit else "") + _first_line(cause)
+    line = _first_line(cause)
+    if m := _WHOLE_FLOAT.search(line):     # 2e9 reads as a float; an int key wants its digits
+        line += f": write it as a whole number, {m[1]}"
+    return (f"{culprit}: " if culprit else "") + line
 
 
 def _no_key(key: str, trial: list[str]) -> str:

@@ -72,6 +72,10 @@ from nvfp4_lab.train.preflight import _trials, check
     # a branch whose switch step is the run's last: round(0.99 * 50) = 50 of 50
     (["+ablation=precision_switch_v2", "train.max_steps=50"],
      "arm switch_both_0.99: branch_from='nvfp4': the switch step 50 leaves nothing to branch"),
+    # Hydra reads 2e9 as a float, which an int key refuses: the fix is its digits
+    (["train.max_tokens=2e9"], "train.max_tokens=2e9: Value '2000000000.0' of type 'float' "
+                               "could not be converted to Integer: write it as a whole number, "
+                               "2000000000"),
 ])
 def test_mistakes_get_one_line_naming_the_fix(argv, expected):
     problem = check(argv)
