@@ -37,6 +37,7 @@ from ..quant import cost
 from . import verdicts as v
 from .claims import EARLIER, METRICS, ClaimResult, Sweep, Table
 from .context import source
+from .stats import CLAIM_CONVENTION, CLAIM_GAP
 
 LAB_MODEL = "nano"          # the lab scale's model (results/preregistration.md, Lab scale)
 OWNER_RULE = ("each finding of the paper is counted once, in the sweep that owns it: of the "
@@ -195,7 +196,8 @@ def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> s
             "from the step times shipped for this class (`quant/step_times.csv`; — where none "
             "is shipped for an arm's format). A design that buys some of them is "
             "pre-registered first (preregistration.md).\n\n"
-            "| sweep | claim | seeds run | target gap | sd | fresh seeds for 80% | CPU h |\n"
+            f"| sweep | claim | seeds run | target gap: the paper's claim gap {CLAIM_GAP}, % "
+            f"({CLAIM_CONVENTION}) | sd | fresh seeds for 80% | CPU h |\n"
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 

@@ -147,13 +147,13 @@ class ClaimResult:
 
 
 def claim_gaps(runs: pd.DataFrame, claim: Claim, metric: str) -> pd.DataFrame:
-    """Per paired seed, the claim's gap (a - b) / a x 100 of ``metric``, a its left label and
-    b its right (negative: b has the higher loss, as ``a < b`` says; the opposite sign of a
-    gap to a baseline): seed, baseline_value (a's), value (b's), gap."""
+    """Per paired seed, the claim's gap (b - a) / a x 100 of ``metric`` (``CLAIM_GAP``), a its
+    left label and b its right (positive: b has the higher loss, as ``a < b`` says; the gap to
+    a baseline a): seed, baseline_value (a's), value (b's), gap."""
     pairs = paired_gaps(runs, claim.better, metric)
     mine = pairs[pairs["label"] == claim.worse]
     a, b = mine["baseline_value"], mine["value"]
-    return mine[["seed", "baseline_value", "value"]].assign(gap=(a - b) / a * 100.0)
+    return mine[["seed", "baseline_value", "value"]].assign(gap=(b - a) / a * 100.0)
 
 
 def _first(sweep: Sweep, claim: Claim, metric: str) -> ClaimResult:

@@ -9,7 +9,7 @@ paired gap, each published interval with its seeds and machine, and says how oft
 seed orders the pair as the paper does: if one seed's gap g is normal with the published mean
 m and spread s, that share is
 
-    P(sign g = sign of the paper's claim) = Phi(-m / s)          ("a < b": m < 0 agrees),
+    P(sign g = sign of the paper's claim) = Phi(m / s)           ("a < b": m > 0 agrees),
 
 which is high only where |m| is several s. Below 90% one run cannot rank the pair.
 ``plan_lines`` gives ``--dry-run`` of an ablation the paired seeds each published claim needs
@@ -27,6 +27,7 @@ from scipy import stats
 from ..configs import paper_dir
 from .claims import PRIMARY
 from .paper import PaperResult
+from .stats import CLAIM_CONVENTION, CLAIM_GAP
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
@@ -74,7 +75,7 @@ def _spread_row(rows: pd.DataFrame, model: str | None) -> pd.Series:
 
 def one_run_share(mean: float, sd: float) -> float:
     """The share of seeds whose single gap has the sign the claim "a < b" predicts."""
-    return float(stats.norm.cdf(-mean / sd)) if sd > 0 else float(mean < 0)
+    return float(stats.norm.cdf(mean / sd)) if sd > 0 else float(mean > 0)
 
 
 def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFrame,
@@ -103,7 +104,8 @@ def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFra
     if not lines:
         return ""
     return ("## This run beside the lab's published intervals\n\n"
-            "One seed is one sample of the paired gap (a - b) / a x 100; the lab's intervals "
+            f"One seed is one sample of the paired gap {CLAIM_GAP} ({CLAIM_CONVENTION}); "
+            "the lab's intervals "
             "(results/README.md) say how far a seed's gap spreads. They were measured at the "
             "lab scale on the machines named, and the float sums (so the exact losses) differ "
             "from one CPU type to another.\n\n" + "\n".join(lines))

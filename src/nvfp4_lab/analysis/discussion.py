@@ -17,7 +17,8 @@ ablation, written when each sweep was published, keep the numbers of their day).
 
 The pre-registration is written once and never regenerated; ``quoted_disagreements`` lists each
 claim interval its status lines quote that ``claims.csv`` does not hold, or whose Holm phrase
-the row's Holm and BH p-values contradict.
+the row's Holm and BH p-values contradict. A status line dated before ``CLAIM_SIGN_CHANGED``
+quotes the claim gap of its day, (a - b) / a: it is read against the row's interval negated.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from .claims import PRIMARY
+from .stats import CLAIM_SIGN_CHANGED
 
 DATED = "## Notes per ablation"
 MARK = re.compile(r"<!--= (?P<key>[^>]*?) -->(?P<value>[^\n]*?)<!--/-->")
@@ -110,6 +112,7 @@ def unmarked(text: str) -> list[str]:
 QUOTED = re.compile(r"(?P<pooled>pooled )?(?P<mean>[+-]?\d+\.\d\d) \[(?P<lo>[+-]?\d+\.\d\d), "
                     r"(?P<hi>[+-]?\d+\.\d\d)\](?P<after>[^.;(]{0,40})")
 LAWS = "## Scaling study"      # from here on the status lines quote laws' fits, not claims
+DATE = re.compile(r"Status (\d{4}-\d\d-\d\d)")
 
 
 def quoted_disagreements(plan: str, claims: pd.DataFrame) -> list[str]:
@@ -119,7 +122,16 @@ def quoted_disagreements(plan: str, claims: pd.DataFrame) -> list[str]:
     status = [p.replace("\n", " ") for p in re.split(r"\n\s*\n", plan.split(LAWS, 1)[0])
               if p.startswith("Status")]
     return [f"{m.group(0).strip()}: {why}" for p in status for m in QUOTED.finditer(p)
-            if not m["pooled"] and (why := _disagrees(m, claims))]
+            if not m["pooled"] and (why := _disagrees(m, _as_quoted(p, claims)))]
+
+
+def _as_quoted(status: str, claims: pd.DataFrame) -> pd.DataFrame:
+    """``claims`` in the sign of the day ``status`` is dated: before ``CLAIM_SIGN_CHANGED``
+    the claim gap was (a - b) / a, so mean, lo and hi are negated and lo and hi swapped."""
+    date = DATE.match(status)
+    if date is None or date[1] >= CLAIM_SIGN_CHANGED:
+        return claims
+    return claims.assign(mean=-claims["mean"], lo=-claims["hi"], hi=-claims["lo"])
 
 
 def _disagrees(m: re.Match, claims: pd.DataFrame) -> str:

@@ -35,7 +35,7 @@ from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import GAP_METRICS, load_all, load_paper
 from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
 from .sections import markdown, models_text, scale_text, signed
-from .stats import GAP_CONVENTION
+from .stats import CLAIM_CONVENTION, CLAIM_GAP, CLAIM_SIGN_CHANGED, GAP_CONVENTION
 
 V2 = "v2"     # results/v2/<folder>: the design-v2 sweeps, one table each
 V1, BEYOND = Table("v1"), Table("beyond")
@@ -104,8 +104,8 @@ def _seeds(r: ClaimResult) -> str:
 
 
 TABLE_HEAD = ("| sweep | paper | claim | paper's numbers (a gap to its baseline: % "
-              f"{GAP_CONVENTION}; gap: the claim gap) | ours: claim gap (a - b) / a, % "
-              "(negative: b has the higher loss) [95% CI] | verdict | "
+              f"{GAP_CONVENTION}; gap: the claim gap) | ours: claim gap {CLAIM_GAP}, % "
+              f"({CLAIM_CONVENTION}) [95% CI] | verdict | "
               "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n"
               "|---|---|---|---|---|---|---|---|")
 
@@ -171,8 +171,8 @@ def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[Cla
         cells = "; ".join(f"{source(t.design, r.sweep)} ({m}): {signed(r.test.mean)}"
                           for (t, r), m in zip(where, labels))
         lines.append(f"| `{claim}` | {cells} | {machines.agreement(labels)} |")
-    return ("| claim | where it was tested (machine class): mean claim gap (a - b) / a, % | "
-            "machine classes |"
+    return ("| claim | where it was tested (machine class): mean claim gap "
+            f"{CLAIM_GAP}, % ({CLAIM_CONVENTION}) | machine classes |"
             "\n|---|---|---|\n"
             + "\n".join(lines)) if lines else ""
 
@@ -181,9 +181,8 @@ FOREST_CAPTION = (
     "Every claim with an interval, each computation once (a claim repeated through another "
     "ablation, or replaced by a larger sweep, is not drawn again): the paper's, its size "
     "claims (marked size) and the lab's own (marked ours), whatever their verdict, counted "
-    "or not. Our claim gap (a - b) / a x 100 with its own 95% interval (negative: b has the "
-    "higher loss), the paper's gap (diamond) where it gives both numbers, coloured by "
-    "verdict.")
+    f"or not. Our claim gap {CLAIM_GAP} with its own 95% interval ({CLAIM_CONVENTION}), "
+    "the paper's gap (diamond) where it gives both numbers, coloured by verdict.")
 _KIND_MARK = {"paper": "", "size": " (size)", "ours": " (ours)"}
 
 
@@ -320,9 +319,11 @@ def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: lis
         "## Findings (design v1: 3 seeds, final validation loss)\n\n"
         "Each claim is one finding of the paper over our arms: `a < b` means a ends with the "
         "lower loss, `a ~ b` no difference. Ours: the paired gap of b against a, "
-        "(a - b) / a x 100 per seed (negative: b worse), mean and the claim's own 95% t "
-        "interval. Verdicts (`analysis/verdicts.py`): *reproduced*, *contradicted*, *rules "
-        "out the paper's size* (includes 0, excludes the paper's gap), *equivalent* (a `~` "
+        f"{CLAIM_GAP} per seed ({CLAIM_CONVENTION}, as `a < b` claims; for a claim whose a "
+        "is the baseline, the gap to the baseline), mean and the claim's own 95% t interval. "
+        f"Pages published before {CLAIM_SIGN_CHANGED} wrote the claim gap (a - b) / a x 100, "
+        "the opposite sign. Verdicts (`analysis/verdicts.py`): *reproduced*, *contradicted*, "
+        "*rules out the paper's size* (includes 0, excludes the paper's gap), *equivalent* (a `~` "
         f"claim whose 90% interval lies inside ±{v.MARGIN_PCT}%, TOST at 5%), *not resolved*, "
         "*not testable* (bit-identical arms). The margin was fixed before the nulls ran; it "
         f"is wider than the smallest differences the paper draws ({_smallest_gaps(paper_dir)}), "

@@ -95,7 +95,7 @@ class PaperResult:
         return self.counted_in.get(str(claim), f"{self.ablation}: {claim}")
 
     def gap(self, claim: Claim) -> float | None:
-        """The paper's gap for ``claim`` in our units, (a - b) / a x 100 of the loss, from its
+        """The paper's gap for ``claim`` in our units, (b - a) / a x 100 of the loss, from its
         values (or inferred ones); None where it gives no number for one of the two. A gap
         g (positive = worse) relative to a reference R stands for the loss R (1 + g / 100)."""
         known = {**self.inferred, **self.values}
@@ -106,7 +106,7 @@ class PaperResult:
             a, b = 1 + a / 100, 1 + b / 100
         elif self.metric not in ABSOLUTE_METRICS:
             return None
-        return (a - b) / a * 100
+        return (b - a) / a * 100
 
 
 def _labels(path: Path, key: str, raw, kind: type) -> dict[str, object]:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from .figures import wrapped
 from .paper import GAP_METRICS
-from .stats import GAP_CONVENTION
+from .stats import CLAIM_CONVENTION, CLAIM_GAP, GAP_CONVENTION
 
 
 def paper_figure(paper, ours: pd.DataFrame, colours: dict[str, str], ours_title: str,
@@ -122,8 +122,7 @@ def forest_figure(table: pd.DataFrame):
             ax.plot([r.paper_gap], [yi], "D", mfc="none", mec="black", ms=5)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(y, table["label"], fontsize=7)
-    ax.set_xlabel("claim gap (a - b) / a x 100 (%) of a < b or a ~ b; negative: b has the "
-                  "higher loss")
+    ax.set_xlabel(f"claim gap {CLAIM_GAP} (%) of a < b or a ~ b; {CLAIM_CONVENTION}")
     handles = [plt.Line2D([], [], color=c, lw=2, label=w) for w, c in VERDICT_COLOURS.items()
                if w in set(table["verdict"])]
     handles.append(plt.Line2D([], [], marker="D", ls="", mfc="none", mec="black",

@@ -14,11 +14,12 @@ A recipe's loss gap to a baseline is its relative excess loss,
 
 so a POSITIVE gap means the recipe is worse (has the higher loss): the one convention of every
 gap to a baseline the lab writes (``GAP_CONVENTION``; the paper's own numbers, stored with the
-opposite sign, are turned around once where ``paper`` reads them). A seed fixes the
-initialization and the data order, so two recipes trained on the same seed share much of
-their noise. The gap is therefore taken per seed (paired) and only then averaged, with its
-own t interval: the paired interval is much narrower than the difference of two unpaired
-means, and it is the one that says whether a recipe is resolved as better or worse.
+opposite sign, are turned around once where ``paper`` reads them). A claim "a < b" is tested
+on the gap of b to a (``CLAIM_GAP``), so a claim whose a is the baseline reads the same number.
+A seed fixes the initialization and the data order, so two recipes trained on the same seed
+share much of their noise. The gap is therefore taken per seed (paired) and only then averaged,
+with its own t interval: the paired interval is much narrower than the difference of two
+unpaired means, and it is the one that says whether a recipe is resolved as better or worse.
 """
 from __future__ import annotations
 
@@ -32,6 +33,10 @@ from scipy import stats
 from . import verdicts as v
 
 GAP_CONVENTION = "positive = worse"     # what every gap to a baseline is named by
+# A claim "a < b" or "a ~ b" is tested on b's gap to a, the same sign as a gap to a baseline a
+CLAIM_GAP = "(b - a) / a x 100"
+CLAIM_CONVENTION = "positive = the second-named arm worse"
+CLAIM_SIGN_CHANGED = "2026-12-07"   # pages and status lines dated before it wrote (a - b) / a
 
 
 @dataclass(frozen=True)

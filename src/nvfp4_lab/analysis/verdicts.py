@@ -3,7 +3,7 @@ the paper's size, multiplicity, and the fresh seeds a claim needs.
 
 A claim ``a < b`` (``a ~ b``) is tested on its paired gaps, one per seed s,
 
-    g_s = (loss_a - loss_b) / loss_a * 100           (negative: b has the higher loss),
+    g_s = (loss_b - loss_a) / loss_a * 100           (positive: b has the higher loss),
 
 with mean g, sample variance s^2 (ddof 1) over n seeds and standard error se = s / sqrt(n).
 
@@ -24,8 +24,8 @@ Tests, all with Student's t at df = n - 1:
                 which is the 90% interval g -+ t_{0.95, df} se lying inside (-m, m)
     paper size  p = 2 P(T > |g - d| / se) against the paper's gap d for the claim
 
-Verdicts: ``a < b`` is *reproduced* when the interval lies below 0, *contradicted* above it,
-*rules out the paper's size* when it includes 0 but excludes d, else *not resolved*; ``a ~ b``
+Verdicts: ``a < b`` is *reproduced* when the interval lies above 0, *contradicted* below it,
+*rules out the paper's size* when it includes 0 but lies below d, else *not resolved*; ``a ~ b``
 is *equivalent* when TOST passes (even where the 95% interval excludes 0: both are said,
 ``note``), else *contradicted* when the 95% interval excludes 0, else *not resolved*. Arms
 whose gaps are all exactly 0 (bit-identical runs) are *not testable*.
@@ -131,11 +131,11 @@ def verdict(same: bool, test: GapTest, paper_gap: float | None = None,
         if test.p_tost(margin) < ALPHA:
             return "equivalent"
         return "contradicted" if test.excludes_zero else "not resolved"
-    if test.hi < 0:
-        return "reproduced"
     if test.lo > 0:
+        return "reproduced"
+    if test.hi < 0:
         return "contradicted"
-    if paper_gap is not None and paper_gap < test.lo:
+    if paper_gap is not None and paper_gap > test.hi:
         return "rules out the paper's size"
     return "not resolved"
 

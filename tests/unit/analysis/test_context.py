@@ -32,23 +32,25 @@ def published(rows, superseded_by=None, model="nano", sweep="formats",
 
 
 def test_one_run_share_by_hand():
-    assert one_run_share(-1.0, 0.7) == pytest.approx(phi(1.0 / 0.7), abs=1e-12)
-    assert one_run_share(0.3, 0.6) == pytest.approx(phi(-0.5), abs=1e-12)
-    assert one_run_share(-0.1, 0.0) == 1.0 and one_run_share(0.1, 0.0) == 0.0
+    """A claim gap (b - a) / a is positive where b has the higher loss, as "a < b" says."""
+    assert one_run_share(1.0, 0.7) == pytest.approx(phi(1.0 / 0.7), abs=1e-12)
+    assert one_run_share(-0.3, 0.6) == pytest.approx(phi(-0.5), abs=1e-12)
+    assert one_run_share(0.1, 0.0) == 1.0 and one_run_share(-0.1, 0.0) == 0.0
 
 
 def test_context_says_which_orderings_one_run_can_show():
     paper = load_paper("quickstart")
-    gone = published([("nvfp4 < mxfp4", 12, -3.0, 0.5)], superseded_by="big (20 seeds)")
-    other = published([("bf16 < nvfp4", 9, -4.0, 0.5)], metric="tail_train_loss")
-    table = pd.concat([published([("bf16 < nvfp4", 8, -1.0, 0.3),
-                                  ("nvfp4 < mxfp4", 3, -0.12, 0.6)]), gone, other])
-    text = context_md(paper, {"bf16 < nvfp4": -0.8}, table)
-    assert "-3.00" not in text and "12 seeds" not in text      # superseded: neither listed nor used
-    assert "-4.00" not in text and "9 seeds" not in text       # another metric than the verdicts'
+    gone = published([("nvfp4 < mxfp4", 12, 3.0, 0.5)], superseded_by="big (20 seeds)")
+    other = published([("bf16 < nvfp4", 9, 4.0, 0.5)], metric="tail_train_loss")
+    table = pd.concat([published([("bf16 < nvfp4", 8, 1.0, 0.3),
+                                  ("nvfp4 < mxfp4", 3, 0.12, 0.6)]), gone, other])
+    text = context_md(paper, {"bf16 < nvfp4": 0.8}, table)
+    assert "+3.00" not in text and "12 seeds" not in text      # superseded: neither listed nor used
+    assert "+4.00" not in text and "9 seeds" not in text       # another metric than the verdicts'
+    assert "paired gap (b - a) / a x 100 (positive = the second-named arm worse)" in text
     bf16, fp4 = (next(li for li in text.splitlines() if li.startswith(f"- `{c}`"))
                  for c in ("bf16 < nvfp4", "nvfp4 < mxfp4"))
-    assert "this run -0.80%" in bf16 and f"about {phi(1 / 0.3):.0%}" in bf16
+    assert "this run +0.80%" in bf16 and f"about {phi(1 / 0.3):.0%}" in bf16
     assert "one run shows this ordering" in bf16
     assert "not measured" in fp4 and f"about {phi(0.12 / 0.6):.0%}" in fp4
     assert "one run cannot rank the pair" in fp4 and "over 3 seeds (x86_64 AVX2" in fp4
@@ -57,10 +59,10 @@ def test_context_says_which_orderings_one_run_can_show():
 
 def test_one_run_is_read_against_its_own_models_spread_then_the_most_seeds():
     paper = load_paper("quickstart")
-    table = pd.concat([published([("bf16 < nvfp4", 8, -0.5, 0.3)], model="hybrid_nano",
+    table = pd.concat([published([("bf16 < nvfp4", 8, 0.5, 0.3)], model="hybrid_nano",
                                  sweep="hybrid"),
-                       published([("bf16 < nvfp4", 3, -1.0, 1.0)], model="nano", sweep="small"),
-                       published([("bf16 < nvfp4", 8, -1.0, 0.6)], model="nano", sweep="big")])
+                       published([("bf16 < nvfp4", 3, 1.0, 1.0)], model="nano", sweep="small"),
+                       published([("bf16 < nvfp4", 8, 1.0, 0.6)], model="nano", sweep="big")])
     share = {m: context_md(paper, {}, table, m).split("orders the pair as the paper on about ")[1]
              for m in ("nano", "hybrid_nano", "w32", None)}
     assert share["nano"].startswith(f"{phi(1.0 / 0.6):.0%}")
@@ -79,8 +81,8 @@ def test_quickstart_report_places_its_gaps_beside_the_published_ones(runs_factor
                      val_loss=[loss + 0.5, loss + 0.2, loss + 0.1, loss])
     text = write_report([tmp_path / "sweep"]).read_text()
     section = text.split("## This run beside the lab's published intervals")[1]
-    assert f"this run {(3.0 - 3.03) / 3.0 * 100:+.2f}%" in section
-    assert f"this run {(3.03 - 3.036) / 3.03 * 100:+.2f}%" in section
+    assert f"this run {(3.03 - 3.0) / 3.0 * 100:+.2f}%" in section      # NVFP4's gap to BF16
+    assert f"this run {(3.036 - 3.03) / 3.03 * 100:+.2f}%" in section
     rows = shipped()
     for r in rows[rows["claim"] == "bf16 < nvfp4"].itertuples():
         name = f"{r.table} {r.sweep}"

@@ -18,13 +18,14 @@ COLUMNS = ["table", "sweep", "claim", "metric", "n", "mean", "lo", "hi", "verdic
 
 
 def _claims() -> pd.DataFrame:
-    rows = [("v1", "formats", "bf16 < nvfp4", "final_val_loss", 3, -1.0033, -1.878, -0.1286,
+    """Rows in the claim gap (b - a) / a: positive = the second-named arm worse."""
+    rows = [("v1", "formats", "bf16 < nvfp4", "final_val_loss", 3, 1.0033, 0.1286, 1.878,
              "reproduced", 1.0, 0.072, False),
-            ("v2", "formats_nano", "bf16 < nvfp4", "final_val_loss", 8, -0.9504, -1.3612,
-             -0.5396, "reproduced", 0.0004, 0.0001, True),
-            ("v2", "formats_nano", "fp8 < nvfp4", "final_val_loss", 8, -0.87, -1.31, -0.43,
+            ("v2", "formats_nano", "bf16 < nvfp4", "final_val_loss", 8, 0.9504, 0.5396,
+             1.3612, "reproduced", 0.0004, 0.0001, True),
+            ("v2", "formats_nano", "fp8 < nvfp4", "final_val_loss", 8, 0.87, 0.43, 1.31,
              "reproduced", 0.0503, 0.004, True),
-            ("v2", "formats_nano", "bf16 < nvfp4", "tail_train_loss", 8, -1.006, -1.33, -0.69,
+            ("v2", "formats_nano", "bf16 < nvfp4", "tail_train_loss", 8, 1.006, 0.69, 1.33,
              "reproduced", 0.001, 0.001, False),
             ("v2", "rht_size_nano", "2 ~ 16", "final_val_loss", 8, 0.05, -0.27, 0.37,
              "equivalent", 0.2, 0.06, True)]
@@ -32,14 +33,14 @@ def _claims() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize(("key", "want"), [
-    ("v1 | formats | bf16 < nvfp4 | gap", "-1.00%"),
-    ("v1 | formats | bf16 < nvfp4 | interval", "[-1.88, -0.13]"),
+    ("v1 | formats | bf16 < nvfp4 | gap", "+1.00%"),
+    ("v1 | formats | bf16 < nvfp4 | interval", "[+0.13, +1.88]"),
     ("v1 | formats | bf16 < nvfp4 | size", "1.00%"),
     ("v1 | formats | bf16 < nvfp4 | size_interval", "[0.13, 1.88]"),
     ("v1 | formats | bf16 < nvfp4 | holm", "survives neither"),
     ("v2 | formats_nano | fp8 < nvfp4 | holm", "BH only"),
     ("v2 | formats_nano | bf16 < nvfp4 | holm", "survives Holm"),
-    ("v2 | formats_nano | bf16 < nvfp4 | gap | tail_train_loss", "-1.01%"),
+    ("v2 | formats_nano | bf16 < nvfp4 | gap | tail_train_loss", "+1.01%"),
     ("v2 | rht_size_nano | 2 ~ 16 | verdict", "equivalent"),
     ("v2 | rht_size_nano | 2 ~ 16 | n", "8"),
     ("count | family", "4"),              # the primary rows only
@@ -117,6 +118,17 @@ def test_a_status_line_that_disagrees_is_named(status, why):
     assert why in discussion.quoted_disagreements(status, _claims().assign(
         mean=[-1.0, -0.95, -0.87, -1.0, 0.05], lo=[-1.88, -1.36, -1.31, -1.33, -0.27],
         hi=[-0.13, -0.54, -0.43, -0.69, 0.37]))[0]
+
+
+@pytest.mark.parametrize(("status", "agrees"), [
+    # dated before the claim gap turned to (b - a) / a: quoted in the old sign, (a - b) / a
+    ("Status 2026-12-06 10:00 UTC: `bf16 < nvfp4` -1.00 [-1.88, -0.13] here", True),
+    ("Status 2026-12-06 10:00 UTC: `bf16 < nvfp4` +1.00 [+0.13, +1.88] here", False),
+    ("Status 2026-12-07 15:00 UTC: `bf16 < nvfp4` +1.00 [+0.13, +1.88] here", True),
+    ("Status 2026-12-08 10:00 UTC: `bf16 < nvfp4` -1.00 [-1.88, -0.13] here", False),
+])
+def test_a_status_line_is_read_in_the_sign_of_its_day(status, agrees):
+    assert (discussion.quoted_disagreements(status, _claims()) == []) == agrees
 
 
 def test_an_interval_marked_pooled_is_the_earlier_rules_and_left_alone():

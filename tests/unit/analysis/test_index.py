@@ -76,7 +76,7 @@ def paper_gap(paper, better: str, worse: str) -> float | None:
     a, b = known[better], known[worse]
     if paper.metric.endswith("gap_pct"):      # as read: g % more loss than the reference
         a, b = 1 + a / 100, 1 + b / 100
-    return (a - b) / a * 100
+    return (b - a) / a * 100                  # positive = b, the second-named arm, worse
 
 
 def oracle(folder: Path) -> list[dict]:
@@ -92,7 +92,7 @@ def oracle(folder: Path) -> list[dict]:
             row["gaps"] = None
         else:
             pair = loss[[c.better, c.worse]].dropna()
-            row["gaps"] = ((pair[c.better] - pair[c.worse]) / pair[c.better] * 100).to_numpy()
+            row["gaps"] = ((pair[c.worse] - pair[c.better]) / pair[c.better] * 100).to_numpy()
         out.append(row)
     for r in out:
         if r["gaps"] is not None and len(r["gaps"]) >= 2 and r["gaps"].var() > 0:
@@ -110,8 +110,8 @@ def oracle(folder: Path) -> list[dict]:
                         "contradicted" if lo > 0 or hi < 0 else "not resolved")
                 r["p"] = p0 if word == "contradicted" else p_tost
             else:
-                word = ("reproduced" if hi < 0 else "contradicted" if lo > 0 else
-                        "rules out the paper's size" if pg is not None and pg < lo else
+                word = ("reproduced" if lo > 0 else "contradicted" if hi < 0 else
+                        "rules out the paper's size" if pg is not None and pg > hi else
                         "not resolved")
                 r["p"] = 2 * stats.t.sf(abs(m - pg) / se, dof) if word.startswith("rules") \
                     else p0
@@ -303,6 +303,34 @@ def test_forest_figure_draws_its_table():
         {2: "a", 1: "b", 0: "c"}
     legend = [t.get_text() for t in ax.get_legend().get_texts()]    # the verdicts drawn only
     assert legend == ["reproduced", "equivalent", "not resolved", "the paper's gap"]
+    assert "(b - a) / a x 100" in ax.get_xlabel()
+    assert "positive = the second-named arm worse" in ax.get_xlabel()
+
+
+def test_every_claim_table_names_the_claim_gap_and_its_sign():
+    """Every table of the committed index with a claim and a gap column (v1, beyond, v2's two
+    metrics, the same claim in several sweeps, what fresh seeds would buy) and the forest's
+    caption name (b - a) / a and its sign; (a - b) / a appears once, where the page says the
+    pages before 2026-12-07 used it."""
+    lines = (RESULTS / "README.md").read_text().splitlines()
+    heads = [head for head, rule in zip(lines, lines[1:]) if rule.startswith("|---")
+             and "claim" in [c.strip() for c in head.strip("|").split("|")] and "gap" in head]
+    assert len(heads) == 6
+    for head in heads + [FOREST_CAPTION]:
+        assert "(b - a) / a" in head and "positive = the second-named arm worse" in head, head
+    old = [li for li in lines if "(a - b)" in li]
+    assert len(old) == 1 and "Pages published before 2026-12-07 wrote the claim gap " \
+        "(a - b) / a x 100, the opposite sign" in old[0]
+
+
+def test_a_claim_whose_a_is_the_baseline_reads_the_gap_to_the_baseline():
+    """formats' `bf16 < nvfp4` in the index is NVFP4's gap to BF16 in formats' own report,
+    mean and interval: one sign on both pages."""
+    cells = rows((RESULTS / "README.md").read_text())[("Findings", "formats", "bf16 < nvfp4")]
+    report = (RESULTS / "formats" / "report.md").read_text().split("| recipe | seeds |")[1]
+    nvfp4 = next(li for li in report.splitlines() if li.startswith("| `nvfp4` |"))
+    gap, interval = [c.strip() for c in nvfp4.strip("|").split("|")][5:7]
+    assert cells[4] == f"{gap} {interval}, 3 seeds"
 
 
 def test_the_forest_draws_every_claim_once_whatever_its_kind_and_verdict():
@@ -378,7 +406,7 @@ def test_a_design_v2_sweep_is_published_beside_v1(results, tmp_path):
         m = pd.read_csv(metrics)
         s = json.loads((metrics.parent / "summary.json").read_text())
         loss[(s["quant"], s["seed"])] = m.loc[m["step"] > 0.9 * s["max_steps"], "train_loss"].mean()
-    gaps = [(loss[("bf16", k)] - loss[("nvfp4", k)]) / loss[("bf16", k)] * 100 for k in (0, 1, 2)]
+    gaps = [(loss[("nvfp4", k)] - loss[("bf16", k)]) / loss[("bf16", k)] * 100 for k in (0, 1, 2)]
     row = next(li for li in secondary.splitlines() if "`bf16 < nvfp4`" in li)
     assert f"{np.mean(gaps):+.2f} [" in row
     assert tail and "Design v2 formats_nano:" in _summary(readme)
@@ -505,7 +533,7 @@ def test_fresh_seeds_are_sized_at_the_paper_gap_and_costed_on_this_machine_class
 
 
 def test_one_row_of_fresh_seeds_by_hand():
-    """components' full < without_sr (v1, 3 seeds): at the paper's gap d = -0.82 and the
+    """components' full < without_sr (v1, 3 seeds): at the paper's gap d = +0.82 and the
     claim's own sd s, power(n) = P(T' > t_{0.975, n-1}) + P(T' < -t_{0.975, n-1}), T' noncentral
     t(n - 1, |d| sqrt(n) / s); the row's n is the first reaching 80%."""
     readme = (RESULTS / "README.md").read_text()

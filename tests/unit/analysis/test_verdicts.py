@@ -47,11 +47,13 @@ def test_tost_at_two_degrees_of_freedom_by_closed_form():
 
 
 @pytest.mark.parametrize("same, gaps, paper, word", [
-    (False, [-1.0, -1.2, -0.9], None, "reproduced"),
-    (False, [1.0, 1.2, 0.9], None, "contradicted"),
-    (False, [-0.1, 0.2, 0.0], -1.5, "rules out the paper's size"),
-    (False, [-0.1, 0.2, 0.0], None, "not resolved"),
-    (False, [-3.0, 2.0, 0.5], -1.5, "not resolved"),     # wide: includes the paper's gap
+    # a claim gap is (b - a) / a: positive = b, the second-named arm, worse, as "a < b" says
+    (False, [1.0, 1.2, 0.9], None, "reproduced"),
+    (False, [-1.0, -1.2, -0.9], None, "contradicted"),
+    (False, [0.1, -0.2, 0.0], 1.5, "rules out the paper's size"),
+    (False, [0.1, -0.2, 0.0], -1.5, "not resolved"),     # a paper gap against its own claim
+    (False, [0.1, -0.2, 0.0], None, "not resolved"),
+    (False, [3.0, -2.0, -0.5], 1.5, "not resolved"),     # wide: includes the paper's gap
     (True, [0.01, -0.02, 0.0], None, "equivalent"),
     (True, [0.4, 0.5, 0.45], None, "contradicted"),
     (True, [-2.0, 2.5, 0.3], None, "not resolved"),
