@@ -15,7 +15,7 @@ K, A, B, C = 0.4, 0.5, 0.1, -0.4
 
 def law(params: float, tpp: float, steps: float) -> float:
     """The relative gap the runs are drawn from."""
-    return K * tpp ** A * params ** B * steps ** C
+    return float(K * tpp ** A * params ** B * steps ** C)
 
 
 def runs(cells: Iterable[tuple[str, float, int]], seeds: int = 3, sigma: float = 0.0,
@@ -36,7 +36,7 @@ def runs(cells: Iterable[tuple[str, float, int]], seeds: int = 3, sigma: float =
     return pd.DataFrame(rows)
 
 
-def grid_cells(tpps=(2, 5, 10, 20, 40)) -> list[tuple[str, float, int]]:
+def grid_cells(tpps: Iterable[float] = (2, 5, 10, 20, 40)) -> list[tuple[str, float, int]]:
     """The scaling grid's cells: every size at every D/N, 2048 tokens a step."""
     return [(size, tpp, 2048) for size in SIZES for tpp in tpps]
 
