@@ -112,9 +112,9 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
     ``parallel`` jobs share ``cores``: from this machine's timings, else a first estimate; a
     GPU job's, extrapolated from the GPU step times shipped (``_on_gpu``)."""
     job = Job.resolve(cfg)
-    recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
     if job.trainer.gpu:
         return _on_gpu(overrides, job)
+    recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
     n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
     key = cost.run_key(list(job.specs), model, job.tokens_per_step, n_threads)
     evals = validations(steps, job.train.val_every)
