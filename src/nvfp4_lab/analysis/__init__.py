@@ -2,7 +2,8 @@
 
     collect       run/sweep dirs and globs -> tidy pandas tables (runs, curves, layers, skipped)
     stats         means and t intervals over seeds, paired gaps to a baseline, verdicts
-    verdicts      own-spread intervals, TOST, the paper's size, Holm and BH, seeds for 80%
+    verdicts      own-spread intervals, TOST, Holm and BH, seeds for 80%
+    carry         the paper's gap carried to the lab's regime by the gap's law
     coverage      how often an interval rule covers the true gap, simulated
     claims        every claim of the published sweeps tested together, counted once
     context       a run read against the published intervals; what --dry-run says they need

@@ -113,9 +113,11 @@ def counted_answers(tables: dict[Table, list[Sweep]], tested: dict[Table, list[C
     return [(sweeps[(t, r.sweep)], r) for t in paper_tables for r in tested[t] if r.counted]
 
 
-def target_gap(r: ClaimResult) -> float | None:
-    """The gap a fresh sweep of a direction claim is sized for: the paper's."""
-    return r.paper_gap
+def target_gap(r: ClaimResult) -> float:
+    """The gap a fresh sweep of a direction claim is sized for (amendment 10): the paper's
+    gap carried to the sweep's regime where it is carried, else the equivalence margin, the
+    smallest difference the lab's rule calls one; never the gap just observed."""
+    return r.carried.gap if r.carried is not None else v.MARGIN_PCT
 
 
 @dataclass(frozen=True)
@@ -188,15 +190,16 @@ def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> s
     return ("## What fresh seeds would buy\n\n"
             "Each paper claim whose answer is *not resolved*, cheapest first: the paired seeds "
             f"a new sweep of its two arms on this machine class ({machine_class}) needs for 80% "
-            "power at the paper's gap, or, for a null, for TOST to pass at "
-            f"±{v.MARGIN_PCT}% when the true gap is 0 — never at the gap just observed — from "
-            "the spread (sd, points) of the claim's own seeds; a claim whose paper gives no "
-            "gap has no size to aim at (—). All its seeds are fresh: runs made on another "
+            "power at the paper's gap carried to the sweep's regime where it is carried "
+            f"(amendment 9), else at the margin, {v.MARGIN_PCT}% (amendment 10), or, for a "
+            f"null, for TOST to pass at ±{v.MARGIN_PCT}% when the true gap is 0 — never at the "
+            "gap just observed — from the spread (sd, points) of the claim's own seeds. All "
+            "its seeds are fresh: runs made on another "
             "machine type are not continued. CPU hours on one core, each arm's run estimated "
             "from the step times shipped for this class (`quant/step_times.csv`; — where none "
             "is shipped for an arm's format). A design that buys some of them is "
             "pre-registered first (preregistration.md).\n\n"
-            f"| sweep | claim | seeds run | target gap: the paper's claim gap {CLAIM_GAP}, % "
+            f"| sweep | claim | seeds run | target gap: claim gap {CLAIM_GAP}, % "
             f"({CLAIM_CONVENTION}) | sd | fresh seeds for 80% | CPU h |\n"
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
@@ -204,18 +207,20 @@ def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> s
 def _target(r: ClaimResult) -> str:
     if r.claim.same:
         return f"TOST ±{v.MARGIN_PCT}"
-    gap = target_gap(r)
-    return "—" if gap is None else f"paper {gap:+.2f}"
+    return (f"margin +{v.MARGIN_PCT}" if r.carried is None else
+            f"paper's, carried {target_gap(r):+.2f}")
 
 
 def rule_md(by_metric: dict[str, dict[Table, list[ClaimResult]]]) -> str:
-    """How the verdicts are formed, and each verdict amendment 8 changed."""
+    """How the verdicts are formed, and each verdict amendments 8 and 9 changed."""
     changed = [f"| {source(t.design, r.sweep)} | `{r.claim}` | {METRICS[m]} | "
-               f"{r.verdict_v2_rule} | {r.verdict} |"
+               f"{r.verdict_v2_rule or '—'} | {r.verdict_amendment8 or '—'} | {r.verdict} | "
+               f"{r.size or '—'} |"
                for m, tested in by_metric.items() for t, rs in tested.items() for r in rs
-               if r.verdict_v2_rule and r.verdict_v2_rule != r.verdict]
-    table = ("\n\n| sweep | claim | metric | published under the earlier rule | now |\n"
-             "|---|---|---|---|---|\n" + "\n".join(changed)) if changed else ""
+               if {r.verdict_v2_rule, r.verdict_amendment8} - {"", r.verdict}]
+    table = ("\n\n| sweep | claim | metric | under design v2's rule | under amendment 8 | now "
+             "| on the paper's size |\n|---|---|---|---|---|---|---|\n"
+             + "\n".join(changed)) if changed else ""
     return ("## How the verdicts are formed\n\n"
             "Each claim's interval uses its own spread, Student's t with n - 1 degrees of "
             "freedom; no spread is pooled across claims and no pretest picks the rule "
@@ -225,6 +230,9 @@ def rule_md(by_metric: dict[str, dict[Table, list[ClaimResult]]]) -> str:
             "there, and a spread fixed in advance 78% (`analysis/coverage.py`, "
             "`analysis/verdicts.py`). A null is *equivalent* when its 90% interval lies inside "
             f"±{v.MARGIN_PCT}%, even where its 95% interval excludes 0 (its notes say both). "
-            f"Counting: {OWNER_RULE}. The verdicts published under the earlier rule stay in "
-            f"[claims.csv](claims.csv) (`verdict_v2_rule`) and [{EARLIER}]({EARLIER}); those "
-            "it changed:" + (table or " none."))
+            f"Counting: {OWNER_RULE}. Amendment 9 retired *rules out the paper's size*: what "
+            "a claim says on the paper's size is read against the paper's gap carried to the "
+            "lab's regime, apart from its verdict. The verdicts published under the earlier "
+            "rules stay in [claims.csv](claims.csv) (`verdict_v2_rule`, `verdict_amendment8`) "
+            "and in " + ", ".join(f"[{f}]({f})" for f in EARLIER.values()) + "; those they "
+            "changed:" + (table or " none."))

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from . import machines
+from . import carry, machines
 from . import verdicts as v
 from .collect import collect
 from .paper import Claim, PaperResult, load_paper
@@ -32,9 +32,12 @@ from .stats import paired_gaps
 PRIMARY = "final_val_loss"   # the verdicts' metric; the others are secondary
 METRICS = {PRIMARY: "final validation loss",
            "tail_train_loss": "train loss averaged over the last 10% of steps"}
-# results/: each claim's verdict as published under design v2's rule (pooled where Bartlett's
-# check passed; a null's 95% interval before its TOST), kept when amendment 8 replaced it
-EARLIER = "verdicts_v2_rule.csv"
+# results/: each claim's verdict as published under an earlier rule, kept when an amendment
+# replaced it: design v2's (pooled where Bartlett's check passed; a null's 95% interval before
+# its TOST), replaced by amendment 8; amendment 8's (with *rules out the paper's size*),
+# replaced by amendment 9
+EARLIER = {"verdict_v2_rule": "verdicts_v2_rule.csv",
+           "verdict_amendment8": "verdicts_amendment8.csv"}
 
 
 @dataclass(frozen=True)
@@ -117,6 +120,9 @@ class ClaimResult:
     superseded_by: str = ""     # a larger sweep of the same claims (answers.superseding)
     counted_in: str = ""        # the sweep that owns the paper claim (answers.owners)
     verdict_v2_rule: str = ""   # as published under design v2's pooled rule (``earlier``)
+    verdict_amendment8: str = ""   # as published under amendment 8's words (``earlier``)
+    carried: carry.Carried | None = None   # the paper's gap carried to the sweep's regime
+    size: str = ""              # on the paper's size: a ``carry`` word, "" without a paper gap
     key: tuple = ()
 
     @property
@@ -183,7 +189,7 @@ def _first(sweep: Sweep, claim: Claim, metric: str) -> ClaimResult:
 
 def _tested(r: ClaimResult) -> ClaimResult:
     test = v.gap_test(np.array(r.gaps))
-    word = v.verdict(r.claim.same, test, r.paper_gap)
+    word = v.verdict(r.claim.same, test)
     if r.claim.same:      # seeds for TOST to pass if the true gap is 0
         measured = paper = v.seeds_needed(0.0, test.sd, equivalence=True)
     else:
@@ -191,7 +197,7 @@ def _tested(r: ClaimResult) -> ClaimResult:
                            v.seeds_needed(r.paper_gap, test.sd))
     note = "; ".join(n for n in (v.note(r.claim.same, word, test), r.note) if n)
     return replace(r, test=test, verdict=word, note=note,
-                   p=v.verdict_p(r.claim.same, word, test, r.paper_gap),
+                   p=v.verdict_p(r.claim.same, word, test),
                    seeds_measured=measured, seeds_paper=paper)
 
 
@@ -232,16 +238,41 @@ def _once(results: dict[Table, list[ClaimResult]]) -> dict[Table, list[ClaimResu
 
 def earlier(tested: dict[Table, list[ClaimResult]], results: Path, metric: str
             ) -> dict[Table, list[ClaimResult]]:
-    """``tested`` with each claim's verdict under design v2's rule (``EARLIER``), where one
+    """``tested`` with each claim's verdict under each earlier rule (``EARLIER``), where one
     was published for it on ``metric``."""
-    path = results / EARLIER
-    if not path.is_file():
-        return tested
-    old = pd.read_csv(path)
-    old = old[old["metric"] == metric]
-    words = dict(zip(zip(old["table"], old["sweep"], old["claim"]), old["verdict"]))
-    return {t: [replace(r, verdict_v2_rule=words.get((t.design, r.sweep, str(r.claim)), ""))
-                for r in rs] for t, rs in tested.items()}
+    for column, name in EARLIER.items():
+        if not (results / name).is_file():
+            continue
+        old = pd.read_csv(results / name)
+        old = old[old["metric"] == metric]
+        words = dict(zip(zip(old["table"], old["sweep"], old["claim"]), old["verdict"]))
+        tested = {t: [replace(r, **{column: words.get((t.design, r.sweep, str(r.claim)), "")})
+                      for r in rs] for t, rs in tested.items()}
+    return tested
+
+
+def carried(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]],
+            laws: carry.Laws | None) -> dict[Table, list[ClaimResult]]:
+    """``tested`` with what each direction claim with a paper gap says on the paper's size:
+    a format claim against the paper's gap carried to its sweep (``carry``), the rest not
+    comparable at this scale; with no ``laws`` (the law not read yet), none is carried."""
+    sweeps = {(t, s.name): s for t, ss in tables.items() for s in ss}
+
+    def size(t: Table, r: ClaimResult) -> ClaimResult:
+        if r.test is None or r.claim.same or r.paper_gap is None:
+            return r
+        s = sweeps[(t, r.sweep)]
+        if carry.format_pair(r.claim, s.paper.ablation) is None:
+            return replace(r, size=carry.NOT_COMPARABLE)
+        if laws is None:
+            return replace(r, size=carry.NO_LAW)
+        regime = carry.regime_of(s.runs, r.claim)
+        if regime is None:              # runs that recorded no size cannot be carried to
+            return replace(r, size=carry.NOT_COMPARABLE)
+        c = carry.carry(laws, r.claim, s.paper.ablation, regime)
+        return replace(r, carried=c, size=c.word(r.test))
+
+    return {t: [size(t, r) for r in rs] for t, rs in tested.items()}
 
 
 def tally(results: list[ClaimResult], kind: str = "paper") -> str:

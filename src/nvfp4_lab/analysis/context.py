@@ -33,7 +33,8 @@ from .verdicts import seeds_text
 CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
                  "verdict", "p_holm", "p_bh", "current", "seeds_measured", "seeds_paper",
                  "machine", "scale", "model", "superseded_by", "counted_in", "same_runs_as",
-                 "verdict_v2_rule"]
+                 "verdict_v2_rule", "verdict_amendment8", "size", "carried_gap", "carried_lo",
+                 "carried_hi", "carried_regime"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
@@ -127,7 +128,9 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
                 if n is not None and n <= 1000)
             what = ("for TOST to pass" if claim.same else
                     f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
+            size = getattr(r, "size", None)
+            size = f"; on the paper's size: {size}" if isinstance(size, str) and size else ""
             lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, "
-                         f"{r.verdict}): {seeds_text(need[0]) or '-'} {what}{cost}")
+                         f"{r.verdict}{size}): {seeds_text(need[0]) or '-'} {what}{cost}")
     return (["seeds for 80% power, from the published results (results/README.md):", *lines]
             if lines else [])

@@ -57,6 +57,9 @@ FIELDS: dict[str, Callable[[pd.Series], str]] = {
     "size": lambda r: f"{abs(r['mean']):.2f}%",                  # 1.00%: prose says which way
     "size_interval": lambda r: "[{:.2f}, {:.2f}]".format(*sorted((abs(r["lo"]), abs(r["hi"])))),
     "verdict": lambda r: str(r["verdict"]),
+    "on_size": lambda r: str(r["size"]) if isinstance(r["size"], str) else "nothing said",
+    "carried": lambda r: f"{_num(r['carried_gap'])}% [{_num(r['carried_lo'])}, "
+                         f"{_num(r['carried_hi'])}]",
     "holm": _holm,
     "n": lambda r: str(int(r["n"])),
 }
@@ -64,15 +67,18 @@ FIELDS: dict[str, Callable[[pd.Series], str]] = {
 
 def _count(claims: pd.DataFrame, parts: list[str]) -> str:
     """``count | family``: the primary rows Holm runs over; ``count | current [| verdict]``:
-    the lab's current answers (of one verdict)."""
+    the lab's current answers (of one verdict); ``count | on_size | word``: the current
+    answers that say ``word`` on the paper's size (``carry.SIZE_WORDS``)."""
     primary = claims[claims["metric"] == PRIMARY]
+    current = primary[primary["current"].astype(bool)]
     if parts == ["family"]:
         return str(len(primary))
     if parts and parts[0] == "current" and len(parts) <= 2:
-        current = primary[primary["current"].astype(bool)]
         return str(len(current) if len(parts) == 1 else (current["verdict"] == parts[1]).sum())
+    if len(parts) == 2 and parts[0] == "on_size":
+        return str((current["size"] == parts[1]).sum())
     raise DiscussionError(f"count | {' | '.join(parts)}: not a count (family, current "
-                          "[| verdict])")
+                          "[| verdict], on_size | word)")
 
 
 def _row(claims: pd.DataFrame, table: str, sweep: str, claim: str, metric: str) -> pd.Series:

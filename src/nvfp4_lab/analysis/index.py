@@ -17,7 +17,15 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import discussion, figures, machines, paper_figures, scaling_report, steps_vs_size_report
+from . import (
+    carry,
+    discussion,
+    figures,
+    machines,
+    paper_figures,
+    scaling_report,
+    steps_vs_size_report,
+)
 from . import verdicts as v
 from .answers import counted_answers, owners, rule_md, supersede, superseding, to_buy_md
 from .claims import (
@@ -26,6 +34,7 @@ from .claims import (
     ClaimResult,
     Sweep,
     Table,
+    carried,
     earlier,
     evaluate,
     load_sweep,
@@ -73,10 +82,19 @@ def _ours(r: ClaimResult) -> str:
     return f"{signed(t.mean)} [{signed(t.lo)}, {signed(t.hi)}], {r.n} seeds"
 
 
+def size_text(r: ClaimResult) -> str:
+    """What the claim says on the paper's size (``carry``): the word, and the carried gap."""
+    if not r.size:
+        return ""
+    c = r.carried
+    return f"on the paper's size: *{r.size}*" + ("" if c is None else (
+        f" ({signed(c.gap)} [{signed(c.lo)}, {signed(c.hi)}] at {c.regime}; {c.laws})"))
+
+
 def _flags(r: ClaimResult) -> str:
-    """What a reader must know beside the verdict: kind, duplicate, owner, the verdict of the
-    earlier rule, Holm."""
-    out = []
+    """What a reader must know beside the verdict: its size statement, kind, duplicate, owner,
+    the verdicts of the earlier rules, Holm."""
+    out = [size_text(r)] if r.size else []
     if r.claim.kind != "paper":
         out.append({"size": "size claim", "ours": "ours: not the paper's"}[r.claim.kind])
     if r.duplicate_of:
@@ -88,7 +106,9 @@ def _flags(r: ClaimResult) -> str:
     if r.test is not None and r.note:
         out.append(r.note)
     if r.verdict_v2_rule and r.verdict_v2_rule != r.verdict:
-        out.append(f"published as *{r.verdict_v2_rule}* under the earlier rule")
+        out.append(f"published as *{r.verdict_v2_rule}* under design v2's rule")
+    if r.verdict_amendment8 and r.verdict_amendment8 != r.verdict:
+        out.append(f"published as *{r.verdict_amendment8}* under amendment 8")
     if r.verdict in v.RESOLVED:
         out.append("survives Holm" if r.holm_survives else
                    "survives BH, not Holm" if r.bh_survives else "not after Holm or BH")
@@ -182,7 +202,9 @@ FOREST_CAPTION = (
     "ablation, or replaced by a larger sweep, is not drawn again): the paper's, its size "
     "claims (marked size) and the lab's own (marked ours), whatever their verdict, counted "
     f"or not. Our claim gap {CLAIM_GAP} with its own 95% interval ({CLAIM_CONVENTION}), "
-    "the paper's gap (diamond) where it gives both numbers, coloured by verdict.")
+    "the paper's gap (diamond) where it gives both numbers, coloured by verdict; below a "
+    "format claim, the paper's gap carried to the lab's regime (dotted, its 95% interval: "
+    "results/preregistration.md, amendment 9).")
 _KIND_MARK = {"paper": "", "size": " (size)", "ours": " (ours)"}
 
 
@@ -191,10 +213,13 @@ def forest_table(tested: dict[Table, list[ClaimResult]]) -> pd.DataFrame:
     each computation once (``FOREST_CAPTION``), by table."""
     rows = [{"label": f"{source(t.design, r.sweep)}: {r.claim}{_KIND_MARK[r.claim.kind]}",
              "mean": r.test.mean, "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict,
-             "paper_gap": math.nan if r.paper_gap is None else r.paper_gap}
+             "paper_gap": math.nan if r.paper_gap is None else r.paper_gap,
+             "carried_lo": math.nan if r.carried is None else r.carried.lo,
+             "carried_hi": math.nan if r.carried is None else r.carried.hi}
             for t, rs in tested.items() for r in rs
             if r.test is not None and not r.duplicate_of and not r.superseded_by]
-    return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap"])
+    return pd.DataFrame(rows, columns=["label", "mean", "lo", "hi", "verdict", "paper_gap",
+                                       "carried_lo", "carried_hi"])
 
 
 def _by_name(tables: dict[Table, list[Sweep]]) -> dict[tuple[Table, str], Sweep]:
@@ -220,10 +245,20 @@ def claims_table(tables: dict[Table, list[Sweep]], by_metric: dict[str, dict[Tab
              "model": models_text(sweeps[(t, r.sweep)].runs),
              "superseded_by": r.superseded_by or None, "counted_in": r.counted_in or None,
              "same_runs_as": r.duplicate_of or None,
-             "verdict_v2_rule": r.verdict_v2_rule or None}
+             "verdict_v2_rule": r.verdict_v2_rule or None,
+             "verdict_amendment8": r.verdict_amendment8 or None, "size": r.size or None,
+             **_carried_columns(r.carried)}
             for metric, tested in by_metric.items()
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+
+
+def _carried_columns(c: carry.Carried | None) -> dict:
+    if c is None:
+        return {"carried_gap": None, "carried_lo": None, "carried_hi": None,
+                "carried_regime": None}
+    return {"carried_gap": c.gap, "carried_lo": c.lo, "carried_hi": c.hi,
+            "carried_regime": f"{c.regime}; {c.laws}"}
 
 
 def index_markdown(results: Path, paper_dir: Path | None = None,
@@ -236,8 +271,10 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
     v2 = _v2_tables(results, paper_dir)
     tables = {V1: ablations, BEYOND: beyond, **v2}
     replaced = superseding(v2)
-    by_metric = {PRIMARY: _tested(tables, replaced, results, PRIMARY),
-                 **{m: _tested(v2, replaced, results, m) for m in METRICS if m != PRIMARY and v2}}
+    laws = carry.read_laws(results / "scaling", results / "steps_vs_size")
+    by_metric = {PRIMARY: _tested(tables, replaced, results, PRIMARY, laws),
+                 **{m: _tested(v2, replaced, results, m, laws)
+                    for m in METRICS if m != PRIMARY and v2}}
     tested = by_metric[PRIMARY]
     current = counted_answers(tables, tested, [V1, *v2])
     figures.save(paper_figures.forest_figure(forest_table(tested)), results / "figures",
@@ -266,11 +303,12 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
 
 
 def _tested(tables: dict[Table, list[Sweep]], replaced: dict[str, Sweep], results: Path,
-            metric: str) -> dict[Table, list[ClaimResult]]:
+            metric: str, laws: carry.Laws | None) -> dict[Table, list[ClaimResult]]:
     """Every claim of ``tables`` on ``metric``: tested, superseded sweeps marked, each paper
-    finding counted in its owner, beside its verdict under the earlier rule."""
+    finding counted in its owner, beside its verdicts under the earlier rules, with what it
+    says on the paper's size (``claims.carried``)."""
     tested = supersede(evaluate(tables, metric), replaced)
-    return earlier(owners(tables, tested), results, metric)
+    return carried(tables, earlier(owners(tables, tested), results, metric), laws)
 
 
 def found_md(current: list[tuple[Sweep, ClaimResult]], results: Path) -> str:
@@ -280,13 +318,20 @@ def found_md(current: list[tuple[Sweep, ClaimResult]], results: Path) -> str:
                   for w in v.VERDICTS}
     lines = [f"- **{w}** ({len(names)}): {', '.join(names)}"
              for w, names in by_verdict.items() if names]
+    sizes = {w: [f"`{s.name}: {r.claim}`" for s, r in current if r.size == w]
+             for w in carry.SIZE_WORDS}
+    size_lines = [f"- *{w}* ({len(names)}): {', '.join(names)}"
+                  for w, names in sizes.items() if names]
     pages = [f"[{title}]({name})" for name, title in PAGES if (results / name).exists()]
     return ("## What the lab found\n\n"
             f"The paper's findings that the lab's scale can test, each counted once, in the "
             f"sweep that owns it (its own ablation's, at the latest design: the "
             f"pre-registered design v2 where it ran, else v1; final validation loss), "
             f"{len(current)} in all:\n\n" + "\n".join(lines) + "\n\n"
-            "Every claim's numbers are in [claims.csv](claims.csv) and in the tables below. "
+            + ("On the paper's size (amendment 9: the paper's gap carried to the lab's regime "
+               "where its law applies):\n\n" + "\n".join(size_lines) + "\n\n"
+               if size_lines else "")
+            + "Every claim's numbers are in [claims.csv](claims.csv) and in the tables below. "
             + (f"The rest is told in its own pages: {', '.join(pages)}." if pages else ""))
 
 
@@ -323,9 +368,9 @@ def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: lis
         "is the baseline, the gap to the baseline), mean and the claim's own 95% t interval. "
         f"Pages published before {CLAIM_SIGN_CHANGED} wrote the claim gap (a - b) / a x 100, "
         "the opposite sign. Verdicts (`analysis/verdicts.py`): *reproduced*, *contradicted*, "
-        "*rules out the paper's size* (includes 0, excludes the paper's gap), *equivalent* (a `~` "
-        f"claim whose 90% interval lies inside ±{v.MARGIN_PCT}%, TOST at 5%), *not resolved*, "
-        "*not testable* (bit-identical arms). The margin was fixed before the nulls ran; it "
+        f"*equivalent* (a `~` claim whose 90% interval lies inside ±{v.MARGIN_PCT}%, TOST at "
+        "5%), *not resolved*, *not testable* (bit-identical arms). " + SIZE_RULE + " The "
+        "margin was fixed before the nulls ran; it "
         f"is wider than the smallest differences the paper draws ({_smallest_gaps(paper_dir)}), "
         f"so an "
         f"*equivalent* rules out a difference of {v.MARGIN_PCT}% of the loss, not one of the "
@@ -333,6 +378,18 @@ def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: lis
         "the measured gap and at the paper's, from the claim's own spread.\n\n"
         + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, tested)
                                           + _pending_rows(pending, paper_dir)))
+
+
+SIZE_RULE = (
+    "On the paper's size (notes; results/preregistration.md, amendment 9, `analysis/carry.py`): "
+    "a gap between BF16 and a whole FP4 recipe, or two such recipes, is carried from the "
+    "paper's run to the sweep's regime by the gap's law, and the claim's interval reads "
+    f"*{carry.SMALLER}*, *{carry.LARGER}* or *{carry.AS_CARRIED}* against the carried 95% "
+    "interval (the law's bootstrap; " + carry.CORPUS + "). Components, techniques and "
+    f"placements, which the law was never fitted on, read *{carry.NOT_COMPARABLE}*. Until "
+    "amendment 9, a direction claim whose interval held 0 and lay below the paper's raw gap "
+    "read *rules out the paper's size*; those verdicts stay visible in the notes and in "
+    "[claims.csv](claims.csv) (`verdict_amendment8`).")
 
 
 def _smallest_gaps(paper_dir: Path | None, k: int = 5) -> str:

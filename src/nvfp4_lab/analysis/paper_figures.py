@@ -104,14 +104,15 @@ def _same_range(left, right) -> None:
 
 
 VERDICT_COLOURS = {"reproduced": "tab:green", "equivalent": "tab:cyan",
-                   "rules out the paper's size": "tab:purple", "not resolved": "tab:gray",
-                   "contradicted": "tab:red"}
+                   "not resolved": "tab:gray", "contradicted": "tab:red"}
 
 
 def forest_figure(table: pd.DataFrame):
     """One row per claim, top to bottom: the gap (dot) and its interval (bar) in the verdict's
     colour, the paper's gap as a hollow diamond; the legend names the verdicts drawn. table:
-    label, mean, lo, hi, paper_gap, verdict (a claim without an interval has NaN lo and hi)."""
+    label, mean, lo, hi, paper_gap, verdict (a claim without an interval has NaN lo and hi),
+    and, optional, carried_lo and carried_hi: the paper's gap carried to the lab, drawn as a
+    dotted black bar just below the claim's."""
     fig, ax = plt.subplots(figsize=(9.5, 1.0 + 0.22 * max(len(table), 1)))
     y = np.arange(len(table))[::-1]
     for yi, r in zip(y, table.itertuples()):
@@ -120,6 +121,9 @@ def forest_figure(table: pd.DataFrame):
         ax.plot([r.mean], [yi], "o", color=colour, ms=4)
         if np.isfinite(r.paper_gap):
             ax.plot([r.paper_gap], [yi], "D", mfc="none", mec="black", ms=5)
+        if np.isfinite(getattr(r, "carried_lo", np.nan)):
+            ax.plot([r.carried_lo, r.carried_hi], [yi - 0.3, yi - 0.3], ":", color="black",
+                    lw=1.5)
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(y, table["label"], fontsize=7)
     ax.set_xlabel(f"claim gap {CLAIM_GAP} (%) of a < b or a ~ b; {CLAIM_CONVENTION}")
@@ -127,6 +131,9 @@ def forest_figure(table: pd.DataFrame):
                if w in set(table["verdict"])]
     handles.append(plt.Line2D([], [], marker="D", ls="", mfc="none", mec="black",
                               label="the paper's gap"))
+    if np.isfinite(table.get("carried_lo", pd.Series(dtype=float))).any():
+        handles.append(plt.Line2D([], [], ls=":", color="black",
+                                  label="the paper's gap carried to the lab"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     ax.grid(axis="y", alpha=0)
     fig.tight_layout()

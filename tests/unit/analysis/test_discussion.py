@@ -14,21 +14,25 @@ from nvfp4_lab.analysis.index import write_index
 
 RESULTS = Path(__file__).resolve().parents[3] / "results"
 COLUMNS = ["table", "sweep", "claim", "metric", "n", "mean", "lo", "hi", "verdict", "p_holm",
-           "p_bh", "current"]
+           "p_bh", "current", "size", "carried_gap", "carried_lo", "carried_hi"]
+AS, NC = "as the paper's, carried", "not comparable at this scale"
+NAN = float("nan")
 
 
 def _claims() -> pd.DataFrame:
     """Rows in the claim gap (b - a) / a: positive = the second-named arm worse."""
     rows = [("v1", "formats", "bf16 < nvfp4", "final_val_loss", 3, 1.0033, 0.1286, 1.878,
-             "reproduced", 1.0, 0.072, False),
+             "reproduced", 1.0, 0.072, False, AS, 1.2, 0.4, 3.0),
             ("v2", "formats_nano", "bf16 < nvfp4", "final_val_loss", 8, 0.9504, 0.5396,
-             1.3612, "reproduced", 0.0004, 0.0001, True),
+             1.3612, "reproduced", 0.0004, 0.0001, True, AS, 1.234, 0.456, 3.014),
             ("v2", "formats_nano", "fp8 < nvfp4", "final_val_loss", 8, 0.87, 0.43, 1.31,
-             "reproduced", 0.0503, 0.004, True),
+             "reproduced", 0.0503, 0.004, True, NAN, NAN, NAN, NAN),
             ("v2", "formats_nano", "bf16 < nvfp4", "tail_train_loss", 8, 1.006, 0.69, 1.33,
-             "reproduced", 0.001, 0.001, False),
+             "reproduced", 0.001, 0.001, False, AS, 1.2, 0.4, 3.0),
+            ("v2", "cumulative_nano", "3_plus_rht < 2_plus_2d", "final_val_loss", 16, 0.08,
+             -0.11, 0.27, "not resolved", 1.0, 1.0, True, NC, NAN, NAN, NAN),
             ("v2", "rht_size_nano", "2 ~ 16", "final_val_loss", 8, 0.05, -0.27, 0.37,
-             "equivalent", 0.2, 0.06, True)]
+             "equivalent", 0.2, 0.06, True, NAN, NAN, NAN, NAN)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
@@ -43,10 +47,15 @@ def _claims() -> pd.DataFrame:
     ("v2 | formats_nano | bf16 < nvfp4 | gap | tail_train_loss", "+1.01%"),
     ("v2 | rht_size_nano | 2 ~ 16 | verdict", "equivalent"),
     ("v2 | rht_size_nano | 2 ~ 16 | n", "8"),
-    ("count | family", "4"),              # the primary rows only
-    ("count | current", "3"),
+    ("v2 | formats_nano | bf16 < nvfp4 | on_size", AS),
+    ("v2 | formats_nano | bf16 < nvfp4 | carried", "+1.23% [+0.46, +3.01]"),
+    ("v2 | rht_size_nano | 2 ~ 16 | on_size", "nothing said"),
+    ("count | family", "5"),              # the primary rows only
+    ("count | current", "4"),
     ("count | current | reproduced", "2"),
     ("count | current | equivalent", "1"),
+    ("count | on_size | " + AS, "1"),      # current answers only: v1's row is not one
+    ("count | on_size | " + NC, "1"),
 ])
 def test_a_marker_reads_its_row(key, want):
     text = f"a gap of <!--= {key} -->stale<!--/--> here"

@@ -272,9 +272,12 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
                                     "bf16 < fp8"]) & rows["superseded_by"].isna()
                 & (rows["metric"] == "final_val_loss")]
     assert len(plan.splitlines()) == len(rows) and "h here" not in plan
-    for r in rows.itertuples():
-        assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}): "
+    for r in rows.itertuples():      # what the claim says on the paper's size, when it does
+        size = f"; on the paper's size: {r.size}" if isinstance(r.size, str) else ""
+        assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}{size}): "
                 f"{int(r.seeds_measured)} at the measured gap") in plan
+    # the two claims whose paper gives a gap say something on its size; fp8 has no number
+    assert set(rows.loc[rows["size"].notna(), "claim"]) == {"bf16 < nvfp4", "nvfp4 < mxfp4"}
 
 
 def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
