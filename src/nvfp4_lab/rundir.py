@@ -229,6 +229,13 @@ class Summary:
         tmp.replace(Path(run) / SUMMARY)
 
 
+def status(run: Path) -> Status | None:
+    """A run's status from its ``summary.json``'s one field (a summary of any version, the
+    oldest included); None where it has none."""
+    path = Path(run) / SUMMARY
+    return Status(json.loads(path.read_text())["status"]) if path.exists() else None
+
+
 FIELDS = tuple(f.name for f in dataclasses.fields(Summary))
 COLUMNS = ("job", *FIELDS)                    # sweep_summary.csv
 OPTIONAL_KEYS = ("branched_from", "data_fingerprint")  # left out of the file when unset

@@ -19,7 +19,9 @@ Only format claims are carried: BF16 against a whole FP4 recipe, or two such rec
 sweep whose paper entry is the paper run's (``extrapolation.PAPER_RUNS``: its ``arms``). The
 law was fitted on those gaps, on Python-code bytes; carrying its ratio to Shakespeare bytes
 assumes the corpus moves k and not the exponents. Components, techniques and placements were
-never fitted: on size they read *not comparable at this scale*.
+never fitted: on size they read *not comparable at this scale*, as does a format claim of a
+sweep whose runs recorded no transformer size (the hybrid's: the law's N is a transformer's
+non-embedding count).
 
 Size words, from the lab's 95% interval [lo, hi] and the carried one [c_lo, c_hi]: *smaller
 than the paper's gap carried to the lab* (hi < c_lo), *larger than ...* (lo > c_hi), *as the
@@ -33,6 +35,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..sweepdir import SweepDir
 from . import steps_law
 from .collect import collect
 from .extrapolation import PAPER_RUNS, PaperRun
@@ -165,7 +168,7 @@ def read_laws(grid: Path, study: Path, min_seeds: int = PLANNED_SEEDS,
     None where either is missing or the study has fewer than ``min_seeds`` whole seeds (the
     law is read with the study). ``fit_options``: ``steps_law.fit``'s, the plan's unless
     given."""
-    if not (grid / "multirun.yaml").is_file() or not (study / "multirun.yaml").is_file():
+    if SweepDir.read(grid) is None or SweepDir.read(study) is None:
         return None
     g, s = collect([grid]).runs, collect([study]).runs
     if len(whole_seeds(steps_law.svs.paired_gaps(s))) < min_seeds:

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
+from ..sweepdir import SweepDir
 from . import carry, machines
 from . import verdicts as v
 from .collect import collect
@@ -78,8 +78,8 @@ class Sweep:
 
 def load_sweep(folder: Path, paper_dir: Path | None = None) -> Sweep:
     """A published sweep; its paper entry is named by its multirun.yaml's ``name``."""
-    raw = yaml.safe_load((folder / "multirun.yaml").read_text()) or {}
-    name = raw.get("name") or folder.name
+    sweep = SweepDir.read(folder)
+    name = (sweep and sweep.name) or folder.name
     paper = load_paper(name, paper_dir)
     if paper is None:
         raise ValueError(f"{folder}: no paper entry nvfp4_lab/paper/{name}.yaml")

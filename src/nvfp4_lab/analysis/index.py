@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..sweepdir import MULTIRUN, SweepDir
 from . import (
     carry,
     discussion,
@@ -42,7 +43,7 @@ from .claims import (
 )
 from .context import CLAIM_COLUMNS, refresh_shipped, source
 from .paper import GAP_METRICS, load_all, load_paper
-from .publish import ABLATIONS, BEYOND_PAPER, STUDIES, sweep_command
+from .publish import ABLATIONS, BEYOND_PAPER, STUDIES
 from .sections import markdown, models_text, scale_text, signed
 from .stats import CLAIM_CONVENTION, CLAIM_GAP, CLAIM_SIGN_CHANGED, GAP_CONVENTION
 
@@ -157,20 +158,20 @@ def _pending_rows(names: list[str], paper_dir: Path | None) -> list[str]:
 
 
 def _sweeps(results: Path, names: tuple[str, ...], paper_dir) -> tuple[list[Sweep], list[str]]:
-    published = [n for n in names if (results / n / "multirun.yaml").exists()]
+    published = [n for n in names if SweepDir.read(results / n) is not None]
     return ([load_sweep(results / n, paper_dir) for n in published],
             [n for n in names if n not in published])
 
 
 def _v2_tables(results: Path, paper_dir) -> dict[Table, list[Sweep]]:
     """One table per design-v2 folder (each is one model: its own comparison classes)."""
-    folders = sorted(p.parent for p in (results / V2).glob("*/multirun.yaml"))
+    folders = sorted(p.parent for p in (results / V2).glob(f"*/{MULTIRUN}"))
     return {Table(V2, f.name): [load_sweep(f, paper_dir)] for f in folders}
 
 
 def _scale_rows(sweeps: list[Sweep], link_root: str = "") -> list[str]:
     return [f"| [{s.name}]({link_root}{s.name}/report.md) | {scale_text(s.runs)} | {s.machine} | "
-            f"`{sweep_command(s.folder)}` |" for s in sweeps]
+            f"`{SweepDir.read(s.folder).command}` |" for s in sweeps]
 
 
 def _machines_md(tables: dict[Table, list[Sweep]], results: dict[Table, list[ClaimResult]]

@@ -131,7 +131,7 @@ def forest_figure(table: pd.DataFrame):
                if w in set(table["verdict"])]
     handles.append(plt.Line2D([], [], marker="D", ls="", mfc="none", mec="black",
                               label="the paper's gap"))
-    if np.isfinite(table.get("carried_lo", pd.Series(dtype=float))).any():
+    if np.isfinite(pd.to_numeric(table.get("carried_lo", pd.Series(dtype=float)))).any():
         handles.append(plt.Line2D([], [], ls=":", color="black",
                                   label="the paper's gap carried to the lab"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)

@@ -16,8 +16,8 @@ import shutil
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
+from ..sweepdir import MULTIRUN, SweepDir
 from .collect import find_sweeps
 from .report import write_report
 
@@ -33,25 +33,17 @@ BEYOND_PAPER = ("recipes",)
 # runs a folder lacks, never touching one it has), read by their own report, not the claims
 STUDIES = ("scaling", "steps_vs_size")
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv", "eval.json")   # eval.json: if scored
-SWEEP_FILES = ("multirun.yaml", "sweep_summary.csv")
-
-
-def sweep_command(folder: Path) -> str:
-    """The command line that re-runs the sweep, from Hydra's ``multirun.yaml``."""
-    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
-    task = [o for o in raw["hydra"]["overrides"]["task"]
-            if not o.startswith(("hydra.sweep.dir=", "trainer.progress="))]
-    return "nvfp4-lab run -m " + " ".join(task)
+SWEEP_FILES = (MULTIRUN, "sweep_summary.csv")
 
 
 def publish(sweep: Path, results: Path, folder: str | None = None) -> Path:
     """Copy a finished sweep's small files to ``results/<folder or its name>/``; never over an
     existing folder (a published result is replaced only by deleting it first, on purpose)."""
-    if not (sweep / "multirun.yaml").is_file():
-        raise FileNotFoundError(f"{sweep} holds no multirun.yaml: not a sweep directory; "
+    read = SweepDir.read(sweep)
+    if read is None:
+        raise FileNotFoundError(f"{sweep} holds no {MULTIRUN}: not a sweep directory; "
                                 "publish takes the folder of a finished sweep (-m)")
-    raw = yaml.safe_load((sweep / "multirun.yaml").read_text())
-    name = raw.get("name")
+    name = read.name
     if name in STUDIES:
         return _grow(sweep, results / (folder or name))
     if name not in ABLATIONS + BEYOND_PAPER:
@@ -81,7 +73,7 @@ def redraw(results: Path) -> dict[Path, bool]:
     """Rewrite the report of every sweep published under ``results``, PNG figures only (as
     ``publish`` draws them); returns each report's path and whether its text changed (one
     that says nothing new keeps its file, date included)."""
-    sweeps = [sweep for sweep in find_sweeps(results) if (sweep / "multirun.yaml").exists()]
+    sweeps = [sweep for sweep in find_sweeps(results) if SweepDir.read(sweep) is not None]
     before = {sweep: _text(sweep / "report.md") for sweep in sweeps}
     return {(path := write_report([sweep], sweep, pdf=False)): path.read_text() != before[sweep]
             for sweep in sweeps}
@@ -95,24 +87,18 @@ def _grow(sweep: Path, dest: Path) -> Path:
     """Add the study's finished runs that ``dest`` lacks; a run already there is left as it
     is, a run not finished is left for a later publication. A sweep of another grid (other
     overrides or sweeper parameters in its ``multirun.yaml``) is refused."""
-    if (dest / "multirun.yaml").exists() and _grid(dest) != _grid(sweep):
-        raise ValueError(f"{dest} holds another grid's runs ({_grid(dest)}, not "
-                         f"{_grid(sweep)}); publish this one --as another folder")
+    have, new = SweepDir.read(dest), SweepDir.read(sweep)
+    if have is not None and have.grid != new.grid:
+        raise ValueError(f"{dest} holds another grid's runs ({have.grid}, not "
+                         f"{new.grid}); publish this one --as another folder")
     dest.mkdir(parents=True, exist_ok=True)
-    if not (dest / "multirun.yaml").exists():
-        shutil.copy2(sweep / "multirun.yaml", dest / "multirun.yaml")
-    for summary in sorted(sweep.glob("*/*/summary.json")):
-        job = summary.parent.relative_to(sweep)
-        done = yaml.safe_load(summary.read_text()).get("status") == "done"
-        if done and not (dest / job).exists():
+    if have is None:
+        shutil.copy2(sweep / MULTIRUN, dest / MULTIRUN)
+    for run in new.done():
+        job = run.relative_to(sweep)
+        if not (dest / job).exists():
             (dest / job).mkdir(parents=True)
             for f in RUN_FILES:
-                if (sweep / job / f).exists():
-                    shutil.copy2(sweep / job / f, dest / job / f)
+                if (run / f).exists():
+                    shutil.copy2(run / f, dest / job / f)
     return dest
-
-
-def _grid(folder: Path) -> tuple[str, str]:
-    """What a sweep's jobs are: its command line and its sweeper's parameters."""
-    raw = yaml.safe_load((folder / "multirun.yaml").read_text())
-    return sweep_command(folder), repr(raw["hydra"]["sweeper"]["params"])

@@ -15,9 +15,8 @@ import re
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
-from .. import rundir
+from ..sweepdir import SweepDir
 from . import extrapolation, holdout, scaling
 from . import scaling_figures as figures
 
@@ -49,15 +48,12 @@ def complete_cells(gaps: pd.DataFrame) -> pd.DataFrame:
 
 
 def grid(folder: Path) -> pd.DataFrame:
-    """The jobs of the sweep in ``folder``, as its ``multirun.yaml`` expands them
-    (``rundir.sweep_jobs``): one row per job in launch order, one column per key it sets;
-    empty where the folder has no ``multirun.yaml``."""
-    path = folder / "multirun.yaml"
-    if not path.exists():
+    """The jobs of the sweep in ``folder`` (``SweepDir.jobs``): one row per job in launch
+    order, one column per key it sets; empty where the folder has no ``multirun.yaml``."""
+    sweep = SweepDir.read(folder)
+    if sweep is None:
         return pd.DataFrame()
-    hydra = yaml.safe_load(path.read_text())["hydra"]
-    jobs = rundir.sweep_jobs(hydra["sweeper"]["params"], hydra["overrides"]["task"])
-    return pd.DataFrame([dict(o.split("=", 1) for o in job) for job in jobs])
+    return pd.DataFrame([dict(o.split("=", 1) for o in job) for job in sweep.jobs()])
 
 
 def pending(jobs: pd.DataFrame, folder: Path, runs: pd.DataFrame) -> pd.DataFrame:
@@ -311,8 +307,8 @@ def _between(mean: float, lo: float, hi: float, scale: float, unit: str) -> str:
 def index_md(folder: Path, link: str) -> list[Part]:
     """The results index's section on a published study in ``folder`` (linked as ``link``):
     how much of its pre-registered grid is in, and the laws its report fitted."""
-    params = yaml.safe_load((folder / "multirun.yaml").read_text())["hydra"]["sweeper"]["params"]
-    runs, size = len(list(folder.glob("*/*/summary.json"))), len(grid(folder))
+    sweep = SweepDir.read(folder)
+    params, runs, size = sweep.params, len(sweep.runs()), len(grid(folder))
     state = (f"all {size} runs of the pre-registered grid published" if runs == size else
              f"{runs} of the pre-registered grid's {size} runs published; the rest are "
              f"pending, never estimated")

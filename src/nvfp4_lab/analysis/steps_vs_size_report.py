@@ -11,6 +11,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 
+from ..sweepdir import SweepDir
 from . import steps_vs_size as svs
 from .scaling import inflated
 from .stats import mean_ci
@@ -227,9 +228,8 @@ def _matched_md(m: pd.DataFrame) -> pd.DataFrame:
 def index_md(folder: Path, link: str) -> list[Part]:
     """The results index's section on the published study in ``folder`` (linked as
     ``link``): how many of its planned runs are in, and the exponent its report fitted."""
-    from .scaling_report import grid
-
-    runs, jobs = len(list(folder.glob("*/*/summary.json"))), len(grid(folder))
+    sweep = SweepDir.read(folder)
+    runs, jobs = len(sweep.runs()), len(sweep.jobs())
     parts: list[Part] = [
         "## Steps or size as published (results/preregistration.md, Steps or size)",
         f"[{link}]({link}/report.md): {runs} of the study's {jobs} planned runs published; "

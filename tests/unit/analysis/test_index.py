@@ -547,7 +547,8 @@ def test_fresh_seeds_are_sized_at_the_carried_gap_or_the_margin_and_costed_here(
 
 def test_one_row_of_fresh_seeds_by_hand():
     """components' full < without_sr (v1, 3 seeds), a component whose gap is not carried:
-    at the margin d = 0.5 (amendment 10) and the claim's own sd s, power(n) = P(T' > t_{0.975, n-1}) + P(T' < -t_{0.975, n-1}), T' noncentral
+    at the margin d = 0.5 (amendment 10) and the claim's own sd s,
+    power(n) = P(T' > t_{0.975, n-1}) + P(T' < -t_{0.975, n-1}), T' noncentral
     t(n - 1, |d| sqrt(n) / s); the row's n is the first reaching 80%."""
     readme = (RESULTS / "README.md").read_text()
     row = next(li for li in readme.split("## What fresh seeds would buy")[1].splitlines()
@@ -687,7 +688,8 @@ def test_what_a_claim_says_on_the_papers_size_before_the_law_is_read(results):
     formats = data[(data["sweep"] == "formats") & (data["metric"] == "final_val_loss")]
     said = dict(zip(formats["claim"], formats["size"]))
     assert said["bf16 < nvfp4"] == said["nvfp4 < mxfp4"] == carry.NO_LAW
-    assert pd.isna(said["fp8 < nvfp4"]) and data.loc[data["sweep"] == "rht_signs", "size"].isna().all()
+    assert pd.isna(said["fp8 < nvfp4"])
+    assert data.loc[data["sweep"] == "rht_signs", "size"].isna().all()
     assert "rules out the paper's size" not in set(data["verdict"])
     cells = rows(readme)[("Findings", "formats", "bf16 < nvfp4")]
     assert cells[6].startswith(f"on the paper's size: *{carry.NO_LAW}*")
