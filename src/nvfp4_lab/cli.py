@@ -320,12 +320,12 @@ def publish(argv: list[str]) -> int:
                         "v2/<name>_<model>)")
     args = p.parse_args(argv)
     from .analysis.index import write_index  # pandas, after --help has answered
+    from .analysis.publish import draw
     from .analysis.publish import publish as copy_sweep
-    from .analysis.report import write_report
 
     try:
         dest = copy_sweep(args.sweep, args.to, args.folder)
-        write_report([dest], dest, pdf=False)
+        draw(dest, args.to)
         print(f"published: {dest}\nindex: "
               f"{write_index(args.to, machine_class=_machine_class())}")
     except (FileNotFoundError, FileExistsError, ValueError) as err:

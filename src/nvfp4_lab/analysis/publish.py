@@ -75,8 +75,17 @@ def redraw(results: Path) -> dict[Path, bool]:
     that says nothing new keeps its file, date included)."""
     sweeps = [sweep for sweep in find_sweeps(results) if SweepDir.read(sweep) is not None]
     before = {sweep: _text(sweep / "report.md") for sweep in sweeps}
-    return {(path := write_report([sweep], sweep, pdf=False)): path.read_text() != before[sweep]
+    return {(path := draw(sweep, results)): path.read_text() != before[sweep]
             for sweep in sweeps}
+
+
+def draw(folder: Path, results: Path) -> Path:
+    """Write the report of the sweep published in ``folder`` (PNG figures only); the
+    steps-or-size study's with the law refitted on it and the scaling grid of ``results``,
+    where that is published."""
+    grid = results / "scaling"
+    refit = SweepDir.read(folder).name == "steps_vs_size" and SweepDir.read(grid) is not None
+    return write_report([folder], folder, pdf=False, grid=grid if refit else None)
 
 
 def _text(path: Path) -> str | None:
