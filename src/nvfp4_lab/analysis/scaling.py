@@ -1,4 +1,4 @@
-"""Scaling of the FP4 loss gap to BF16 with model size N and tokens per parameter D/N (issue 31).
+"""Scaling of the FP4 loss gap to BF16 with model size N and tokens per parameter D/N.
 
 Each FP4 run is paired with the BF16 run of the same size, tokens and seed:
 

@@ -1,4 +1,4 @@
-"""A scaling study's figures (issue 31): the gap against tokens per parameter, one line per
+"""A scaling study's figures: the gap against tokens per parameter, one line per
 model size, with the law fitted to it, the law's prediction of the held-out corner, and the
 law's residuals. The numbers come from ``scaling`` and ``holdout``; this module only draws.
 

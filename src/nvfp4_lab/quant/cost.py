@@ -59,8 +59,8 @@ from ..model.presets import model_preset
 from .recipe import NO_BACKEND
 
 # compiled over reference ms/step for NVFP4 at nano, for a backend this machine has not
-# measured yet (benchmarks/RESULTS.md, Where issue 14's bars stand, over Eager quantizers
-# without `where`: about half, rounded up so that auto compiles only when it pays)
+# measured yet (benchmarks/RESULTS.md, Where the compiled backend's bars stand, over Eager
+# quantizers without `where`: about half, rounded up so that auto compiles only when it pays)
 COMPILED_STEP_RATIO = 0.6
 SHIPPED = Path(__file__).with_name("step_times.csv")
 CPU_BACKENDS = ("reference", "compiled")

@@ -1,9 +1,10 @@
 """Compiled quantizers as AOTInductor packages: built once per machine, loaded in every process.
 
 ``torch.compile`` keeps inductor's kernels on disk, but every new process traces the pipeline
-with dynamo again before it can look them up, most of a warm start-up (benchmarks/RESULTS.md,
-Where issue 14's bars stand). AOTInductor takes the same graph (``torch.export`` of the same
-function) through the same lowering, with the same options, into one shared library in a
+with dynamo again before it can look them up, most of a warm start-up
+(benchmarks/RESULTS.md, Where the compiled backend's bars stand). AOTInductor takes the same
+graph (``torch.export`` of the same function) through the same lowering, with the same
+options, into one shared library in a
 ``.pt2`` file, which a later process loads with nothing traced (benchmarks/RESULTS.md,
 Compiled quantizers as AOTInductor packages).
 
