@@ -211,6 +211,28 @@ def cold_start_times(ref_ms: float, steps: int, path: Path | None = None) -> dic
                   steps)
 
 
+NOTHING_QUANTIZED = ("nothing quantized: every linear layer runs in high precision, no "
+                     "quantization backend runs")
+
+
+def pick(backend: str, quantized: bool, device: str, key: RunKey | None, steps: int,
+         path: Path | None = None) -> Choice:
+    """The one choice of a run's backend, for the run, its dry run and its sweep's plan:
+    none where nothing is quantized; a named backend as named; ``auto`` on CUDA the Triton
+    kernels (self-tested when the run starts, the reference where they fail); ``auto`` on a
+    CPU the ledger's (``choose``; ``key`` holds the torch version)."""
+    if not quantized:
+        return Choice(NO_BACKEND, NOTHING_QUANTIZED)
+    if backend != "auto":
+        return Choice(backend, f"quant.backend={backend}, as named")
+    if device == "cuda":
+        return Choice("triton", "auto on CUDA: the Triton kernels, self-tested as the run "
+                                "starts; the reference where they fail")
+    if key is None:
+        raise ValueError("backend auto on a CPU is chosen from the run's ledger key; none given")
+    return choose(key, steps, path)
+
+
 def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
     """The CPU backend that finishes ``steps`` steps soonest, by this machine's timings; the
     reference where this torch is older than the compiled backend's."""

@@ -64,13 +64,12 @@ class AutoBackend(L.Callback):
         if device.type == "cpu":
             self.key = cost.run_key(self.specs, self.model, self.tokens_per_step,
                                     torch.get_num_threads())
-            if name == "auto" and self.specs:
-                choice = cost.choose(self.key, self.max_steps)
-                name, self.reason, self.probing = choice.backend, choice.reason, choice.probe
-                say(f"backend auto: {name} ({choice.reason})")
+        choice = cost.pick(name, bool(self.specs), device.type, self.key, self.max_steps)
         if not self.specs:
-            self.reason = ("nothing quantized: every linear layer runs in high precision, "
-                           "no quantization backend runs")
+            self.reason = choice.reason
+        elif name == "auto" and device.type == "cpu":
+            name, self.reason, self.probing = choice.backend, choice.reason, choice.probe
+            say(f"backend auto: {name} ({choice.reason})")
         # full-precision training quantizes fp32 tensors only (no autocast): no bf16 graphs
         fp32_only = str(trainer.precision).startswith("32")
         self.input_dtypes = (torch.float32,) if fp32_only else (torch.float32, torch.bfloat16)

@@ -118,12 +118,9 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
     n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
     key = cost.run_key(list(job.specs), model, job.tokens_per_step, n_threads)
     evals = validations(steps, job.train.val_every)
-    if not job.specs:
-        backend, seconds = NO_BACKEND, cost.bf16_seconds(key, steps, evals)
-    else:
-        backend = cost.choose(key, steps).backend if recipe.backend == "auto" \
-            else recipe.backend
-        seconds = cost.run_seconds(key, steps, evals, backend)
+    backend = cost.pick(recipe.backend, bool(job.specs), "cpu", key, steps).backend
+    seconds = (cost.bf16_seconds(key, steps, evals) if backend == NO_BACKEND
+               else cost.run_seconds(key, steps, evals, backend))
     if seconds is not None:
         return PlannedJob(tuple(overrides), steps, seconds, backend)
     shape = cost.Shape(str(Machine.here().cls), recipe.format,
@@ -143,8 +140,10 @@ def _on_gpu(overrides: list[str], job: Job) -> PlannedJob:
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     t = job.train
+    backend = cost.pick(job.recipe.backend, bool(job.specs), "cuda", None,
+                        job.steps_here).backend
     est = gpu_time.estimate(job.sized_model(), job.recipe.format, t.seq_len,
                             t.tokens_per_step(1), job.steps_here, gpu)
     if est is None:
-        return PlannedJob(tuple(overrides), job.steps_here, None, job.recipe.backend)
-    return PlannedJob(tuple(overrides), job.steps_here, est.seconds, est.backend, est.label())
+        return PlannedJob(tuple(overrides), job.steps_here, None, backend)
+    return PlannedJob(tuple(overrides), job.steps_here, est.seconds, backend, est.label())

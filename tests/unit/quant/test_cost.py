@@ -162,3 +162,21 @@ def test_a_ledger_written_before_validations_were_timed_still_reads(ledger):
     ledger.write_text(json.dumps({str(KEY): {"reference": {"ms_per_step": 500.0,
                                                            "startup_s": 1.0}}}))
     assert cost.run_seconds(KEY, 10, 3, "reference", ledger) == pytest.approx(6.0)
+
+
+@pytest.mark.parametrize("backend, quantized, device, want", [
+    ("auto", False, "cpu", "none"), ("triton", False, "cuda", "none"),   # nothing quantized
+    ("reference", True, "cuda", "reference"), ("compiled", True, "cpu", "compiled"),
+    ("auto", True, "cuda", "triton"),
+])
+def test_one_choice_for_the_run_its_dry_run_and_its_plan(backend, quantized, device, want):
+    """The pure chooser: no ledger is read for these; auto on a CPU asks ``choose``."""
+    assert cost.pick(backend, quantized, device, None, 100).backend == want
+
+
+def test_auto_on_a_cpu_asks_the_ledger_and_with_nothing_measured_probes(tmp_path):
+    key = cost.RunKey("specs", "model", 2048, 1, "2.13.0")
+    choice = cost.pick("auto", True, "cpu", key, 100, tmp_path / "timings.json")
+    assert (choice.backend, choice.probe) == ("reference", True)
+    with pytest.raises(ValueError, match="ledger key"):
+        cost.pick("auto", True, "cpu", None, 100)
