@@ -34,7 +34,7 @@ CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd",
                  "verdict", "p_holm", "p_bh", "current", "seeds_measured", "seeds_paper",
                  "machine", "scale", "model", "superseded_by", "counted_in", "same_runs_as",
                  "verdict_v2_rule", "verdict_amendment8", "size", "carried_gap", "carried_lo",
-                 "carried_hi", "carried_regime"]
+                 "carried_hi", "carried_regime", "gap_convention"]
 SHIPPED = "lab_claims.csv"
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 

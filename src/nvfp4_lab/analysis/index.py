@@ -248,10 +248,15 @@ def claims_table(tables: dict[Table, list[Sweep]], by_metric: dict[str, dict[Tab
              "same_runs_as": r.duplicate_of or None,
              "verdict_v2_rule": r.verdict_v2_rule or None,
              "verdict_amendment8": r.verdict_amendment8 or None, "size": r.size or None,
-             **_carried_columns(r.carried)}
+             **_carried_columns(r.carried), "gap_convention": GAP_COLUMN}
             for metric, tested in by_metric.items()
             for t, rs in tested.items() for r in rs if r.test is not None]
     return pd.DataFrame(rows, columns=CLAIM_COLUMNS)
+
+
+# each row says its sign: the CSV travels without the page that names it
+GAP_COLUMN = (f"mean, lo, hi, carried_*: claim gap {CLAIM_GAP}, {CLAIM_CONVENTION} (since "
+              f"{CLAIM_SIGN_CHANGED}; before, (a - b) / a)")
 
 
 def _carried_columns(c: carry.Carried | None) -> dict:

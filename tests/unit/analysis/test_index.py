@@ -719,3 +719,18 @@ def test_a_format_claim_is_read_against_the_papers_gap_carried_to_its_sweeps_reg
                 else carry.AS_CARRIED)
         assert r.size == want
     assert by[Claim("fp8", "nvfp4")].size == "" and by[Claim("fp8", "nvfp4")].carried is None
+
+
+def test_every_row_of_claims_csv_says_its_gaps_sign(results):
+    """The CSV travels without the page: each row names the claim gap and its sign, and a
+    row's mean is that gap of its runs (the fixture's formats bf16 < nvfp4, by hand)."""
+    write_index(results)
+    data = pd.read_csv(results / "claims.csv")
+    assert set(data["gap_convention"]) == {
+        "mean, lo, hi, carried_*: claim gap (b - a) / a x 100, positive = the second-named "
+        "arm worse (since 2026-12-07; before, (a - b) / a)"}
+    row = data[(data["sweep"] == "formats") & (data["claim"] == "bf16 < nvfp4")].iloc[0]
+    loss = labelled_losses(results / "formats", "quant").pivot_table(
+        index="seed", columns="label", values="loss")
+    assert row["mean"] == pytest.approx(((loss["nvfp4"] - loss["bf16"]) / loss["bf16"]
+                                         * 100).mean(), rel=1e-12)
