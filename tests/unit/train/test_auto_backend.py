@@ -93,7 +93,8 @@ def test_the_ledgers_choice_is_a_preference_that_may_fall_back(monkeypatch, aske
     from nvfp4_lab.train import auto_backend
 
     recipe = dataclasses.replace(preset("nvfp4"), backend=asked)
-    monkeypatch.setattr(cost, "choose", lambda key, steps, path=None: cost.Choice(chosen, "the ledger"))
+    monkeypatch.setattr(cost, "choose",
+                        lambda key, steps, path=None: cost.Choice(chosen, "the ledger"))
     asks = []
     monkeypatch.setattr(auto_backend, "resolve", lambda name, *a: asks.append(name) or "ok")
     trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")),
