@@ -69,9 +69,7 @@ def run(argv: list[str]) -> int:
         if problem:
             return _refused(problem)
     if dry_run:
-        from .train.preview import preview
-
-        print(preview(argv))
+        print(dry_run_text(argv))
         return 0
     register()
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]
@@ -332,6 +330,19 @@ def publish(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
+
+
+def dry_run_text(argv: list[str]) -> str:
+    """``run --dry-run``: the jobs and their cost (``train.preview``), then what the lab's
+    published results say the ablation's claims need, priced here (``analysis.context``)."""
+    from .analysis.context import plan_lines, shipped
+    from .analysis.paper import load_paper
+    from .train.preview import preview
+
+    dry = preview(argv)
+    paper = load_paper(dry.name)
+    lines = plan_lines(paper, shipped(), dry.seconds_per_seed) if paper else []
+    return "\n".join([dry.text, *lines])
 
 
 def evaluate(argv: list[str]) -> int:

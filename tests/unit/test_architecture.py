@@ -116,3 +116,15 @@ def test_no_module_imports_itself_through_others() -> None:
     for name in graph:
         visit(name, [])
     assert not circles, "\n".join(sorted(set(circles))[:20])
+
+
+def test_train_and_analysis_import_neither_each_other() -> None:
+    """The Lightning wiring and the reading of results are siblings: the sweep's report is a
+    callback of analysis's that the config lists, the dry run's published claims are added by
+    the command line; type-only imports count."""
+    crossing = [f"{path.relative_to(REPO)} imports {other}"
+                for path, module, package in sources("nvfp4_lab")
+                if (unit := unit_of(module)) in ("train", "analysis")
+                for other in imports(path.read_text(), module, package)
+                if {unit, other} == {"train", "analysis"}]
+    assert not crossing, "\n".join(crossing)

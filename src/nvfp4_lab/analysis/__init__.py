@@ -13,7 +13,7 @@
     paper         the paper's reported numbers, stored in nvfp4_lab/paper/
     figures       matplotlib figures (PNG and PDF)
     paper_figures the paper's numbers beside ours: bars, and the index's forest of claims
-    report        report.md + tables + figures for a sweep (also written by the sweep callback)
+    report        report.md + tables + figures for a sweep (also drawn when a sweep ends)
 
 Reads files only, never models: nothing here imports torch.
 """

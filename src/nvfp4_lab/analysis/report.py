@@ -17,7 +17,7 @@ paper compares against, else BF16, else the first recipe), and writes
     figures/*.png|pdf              loss, loss_gap, token_efficiency, layer_error, noise_ratio,
                                    paper_vs_ours
 
-The sweep callback (``train/sweep.py``) calls it when a sweep ends; ``nvfp4-lab plot DIR``
+A sweep's end calls it (``SweepReport``, a Hydra callback); ``nvfp4-lab plot DIR``
 regenerates it and ``nvfp4-lab compare A B ...`` writes one for any set of runs. Which sections
 a sweep gets is decided here; how each reads, in ``sections``; a scaling study's, in
 ``scaling_report``; a steps-or-size study's, in ``steps_vs_size_report``, followed, when
@@ -29,7 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+from hydra.experimental.callback import Callback
 from matplotlib.figure import Figure
+from omegaconf import DictConfig
 
 from . import (
     downstream,
@@ -118,6 +120,19 @@ class _Draft:
 
     def table(self, df: pd.DataFrame, name: str) -> None:
         df.to_csv(self.out / "tables" / f"{name}.csv", index=False)
+
+
+class SweepReport(Callback):
+    """Hydra's end of a multirun: the sweep's report. A report that cannot be drawn is said,
+    never raised: the runs are what matters, and ``nvfp4-lab plot`` can redraw it."""
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: object) -> None:
+        sweep_dir = Path(config.hydra.sweep.dir)
+        try:
+            print(f"report: {write_report([sweep_dir])}")
+        except Exception as err:  # noqa: BLE001 - any drawing error must not fail the sweep
+            print(f"no report for {sweep_dir} ({type(err).__name__}: {err}); "
+                  f"retry with: nvfp4-lab plot {sweep_dir}")
 
 
 def write_report(paths: list[str | Path], out: Path | None = None, *,

@@ -12,6 +12,7 @@ trained or written.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
@@ -61,8 +62,19 @@ def _first_values(overrides: list[str]) -> list[str]:
             if o.is_sweep_override() else o.input_line for o in parsed]
 
 
-def preview(argv: list[str]) -> str:
-    """The dry-run report: one line per job, then the total."""
+@dataclass(frozen=True)
+class DryRun:
+    """What ``--dry-run`` found: its report (one line per job, then the total), the config's
+    ``name`` (an ablation's, whose published claims the command line reads beside it) and one
+    seed's CPU seconds here (None where not every job has an estimate here)."""
+
+    text: str
+    name: str
+    seconds_per_seed: float | None
+
+
+def preview(argv: list[str]) -> DryRun:
+    """The dry run of ``argv``: its report and what prices the ablation's claims."""
     register()
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
         all_overrides, parallel, sweep = job_overrides(argv)
@@ -96,23 +108,15 @@ def preview(argv: list[str]) -> str:
     else:
         lines.append(f"no estimate: none of the {len(plan.jobs)} jobs' configurations has run "
                      f"on this machine")
-    return "\n".join(lines + _plan(cfgs, full))
+    return DryRun("\n".join(lines), str(cfgs[0].name), _per_seed(cfgs, full))
 
 
-def _plan(cfgs: list[DictConfig], plan: SweepPlan) -> list[str]:
-    """What the published results say this ablation's claims need (analysis.context), with
-    their cost here when every job has an estimate on this machine (not a GPU sweep's)."""
-    from ..analysis.context import plan_lines, shipped
-    from ..analysis.paper import load_paper
-
-    seeds = {c.seed for c in cfgs}
-    paper = load_paper(str(cfgs[0].name))
-    if paper is None:
-        return []
+def _per_seed(cfgs: list[DictConfig], plan: SweepPlan) -> float | None:
+    """One seed's CPU seconds here, when every job has an estimate on this machine (not a
+    GPU sweep's)."""
     here = not any(plain(c.trainer, TrainerConfig).gpu for c in cfgs)
     total = plan.total() if here and len(plan.known()) == len(plan.jobs) else None
-    per_seed = total / len(seeds) if total is not None else None
-    return plan_lines(paper, shipped(), per_seed)
+    return total / len({c.seed for c in cfgs}) if total is not None else None
 
 
 def _distinct(job: list[str], jobs: list[list[str]]) -> str:

@@ -5,12 +5,12 @@ recipe, so a typo in an arm fails before any job has run (Hydra itself composes 
 front, but an arm is data inside the config, not a config group), and writes the sweep's plan
 (``train/sweep_plan.py``: its jobs, their estimates, the cores), which each job reads.
 ``on_multirun_end`` walks the sweep directory, reads each job's ``summary.json`` and writes
-``sweep_summary.csv`` (one row per job, pandas) and the sweep's report (``analysis.report``:
-report.md, tables, figures), then ends the command with exit status 1 when a job failed or
-diverged: the sweep has gone on past it, its caller still learns of it (``SystemExit`` passes
-Hydra's callback guard, which turns an ``Exception`` into a warning). A report
-that cannot be drawn is reported, never raised: the runs are what matters and ``nvfp4-lab
-plot`` can redraw it.
+``sweep_summary.csv`` (one row per job, pandas), then ends the command with exit status 1 when
+a job failed or diverged: the sweep has gone on past it, its caller still learns of it
+(``SystemExit`` passes Hydra's callback guard, which turns an ``Exception`` into a warning).
+The sweep's report is another callback's, ``analysis.report.SweepReport``, which the config
+lists after this one, so that it is drawn first (Hydra ends callbacks last listed first) and
+``train`` imports nothing of ``analysis``.
 """
 from __future__ import annotations
 
@@ -22,7 +22,6 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
-from ..analysis.report import write_report
 from ..rundir import COLUMNS, SUMMARY, Summary, sweep_jobs
 from .schema import apply_arm, recipe_of
 from .sweep_plan import SweepPlan, parallel_jobs, plan_job
@@ -60,10 +59,5 @@ class SweepSummary(Callback):
         bad = df[df["status"] != "done"] if len(df) else df
         print(f"sweep {sweep_dir}: {len(df) - len(bad)}/{len(df)} jobs done"
               + "".join(f"\n  {r.job}: {r.status} {r.error or ''}" for r in bad.itertuples()))
-        try:
-            print(f"report: {write_report([sweep_dir])}")
-        except Exception as err:  # noqa: BLE001 - any drawing error must not fail the sweep
-            print(f"no report for {sweep_dir} ({type(err).__name__}: {err}); "
-                  f"retry with: nvfp4-lab plot {sweep_dir}")
         if len(bad):
             raise SystemExit(1)

@@ -192,7 +192,7 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
     assert [j[:2] for j in jobs[:4]] == [["quant=bf16", "seed=7"], ["quant=bf16", "seed=7"],
                                          ["quant=bf16", "seed=8"], ["quant=bf16", "seed=8"]]
     assert [j[-1] for j in jobs[:2]] == ["model.lr=0.001", "model.lr=0.002"]
-    text = preview(["+ablation=smoke"])
+    text = preview(["+ablation=smoke"]).text
     assert text.startswith("4 jobs, 1 at a time") and "never run here" not in text
     # nothing ran here: each job says it is a first estimate, and from what
     assert text.count("; estimate from the step times shipped for x86_64 ") == 4
@@ -204,7 +204,7 @@ def test_dry_run_columns_line_up_under_their_heads_however_long_the_jobs(tmp_pat
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
     lines = preview(["+ablation=smoke", "train.tokens_per_param=2,5", "train.lr=1e-3,2e-3",
-                     "-m"]).splitlines()
+                     "-m"]).text.splitlines()
     head, jobs = lines[1], lines[2:18]
     assert max(len(line.split("  ")[2]) for line in jobs) > 44      # longer than the old column
     steps, estimate = head.index("steps") + len("steps"), head.index("estimate")
@@ -237,7 +237,7 @@ def test_dry_run_of_a_sweep_marks_the_jobs_its_directory_holds_done(tmp_path, mo
         (run / "summary.json").write_text(json.dumps({
             "status": status, "quant": "x", "seed": cfgs[num].seed, "model": "nano",
             "max_steps": 4, "tokens_per_step": 256, "config_hash": chash or "h"}))
-    lines = preview(argv).splitlines()
+    lines = preview(argv).text.splitlines()
     assert lines[0].endswith(f"; 1 already done in {sweep}")
     assert [("done: skipped" in line) for line in lines[2:6]] == [False, True, False, False]
     assert lines[6].startswith("total ~") and lines[6].endswith(
@@ -262,10 +262,10 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     the verdicts' metric, with the seeds of the shipped table (the index's results/claims.csv);
     no cost without measured step times."""
     from nvfp4_lab.analysis.context import shipped
-    from nvfp4_lab.train.preview import preview
+    from nvfp4_lab.cli import dry_run_text
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
-    text = preview(["+ablation=formats", "seed=0"])
+    text = dry_run_text(["+ablation=formats", "seed=0"])
     plan = text.split("seeds for 80% power, from the published results (results/README.md):\n")[1]
     rows = shipped()
     rows = rows[rows["claim"].isin(["bf16 < nvfp4", "nvfp4 < mxfp4", "fp8 < nvfp4",
@@ -282,10 +282,10 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
 
 def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
     from nvfp4_lab.analysis.context import shipped
-    from nvfp4_lab.train.preview import preview
+    from nvfp4_lab.cli import dry_run_text
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
-    plan = preview(["+ablation=rht_signs", "seed=0"]).split("(results/README.md):\n")[1]
+    plan = dry_run_text(["+ablation=rht_signs", "seed=0"]).split("(results/README.md):\n")[1]
     rows = shipped()
     r = rows[(rows["sweep"] == "rht_signs") & (rows["claim"] == "none ~ fixed")].iloc[0]
     assert f"`none ~ fixed` (v1 rht_signs, {r.n} seeds, {r.verdict}): {int(r.seeds_measured)} " \
@@ -296,7 +296,7 @@ def test_the_dry_run_imports_no_lightning(tmp_path):
     """--dry-run composes, expands and estimates; training code stays unloaded."""
     code = ("import sys\n"
             "from nvfp4_lab.train.preview import preview\n"
-            "print(preview(['+ablation=smoke']).splitlines()[0])\n"
+            "print(preview(['+ablation=smoke']).text.splitlines()[0])\n"
             "print(sorted(m for m in ('lightning',) if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=tmp_path).stdout.splitlines()
