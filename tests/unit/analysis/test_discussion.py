@@ -125,8 +125,9 @@ def test_the_status_lines_quote_the_claims_as_claims_csv_holds_them():
 ])
 def test_a_status_line_that_disagrees_is_named(status, why):
     assert why in discussion.quoted_disagreements(status, _claims().assign(
-        mean=[-1.0, -0.95, -0.87, -1.0, 0.05], lo=[-1.88, -1.36, -1.31, -1.33, -0.27],
-        hi=[-0.13, -0.54, -0.43, -0.69, 0.37]))[0]
+        mean=[-1.0, -0.95, -0.87, -1.0, 0.08, 0.05],
+        lo=[-1.88, -1.36, -1.31, -1.33, -0.11, -0.27],
+        hi=[-0.13, -0.54, -0.43, -0.69, 0.27, 0.37]))[0]
 
 
 @pytest.mark.parametrize(("status", "agrees"), [

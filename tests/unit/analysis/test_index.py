@@ -569,8 +569,10 @@ def test_the_committed_headline_counts_each_finding_once():
     distinct findings of the paper files, and the headline counts exactly them."""
     readme = (RESULTS / "README.md").read_text()
     found = readme.split("## What the lab found")[1].split("\n## ")[0]
-    listed = re.findall(r"`(\w+): ([^`]+)`", found)
+    by_verdict, by_size = found.split("On the paper's size")    # each answer in both lists
+    listed = re.findall(r"`(\w+): ([^`]+)`", by_verdict)
     assert len(listed) == int(_headline(readme)[0])
+    assert set(re.findall(r"`(\w+): ([^`]+)`", by_size)) <= set(listed)
     findings = []
     for sweep, claim in listed:
         folder = RESULTS / ("v2" if (RESULTS / "v2" / sweep).is_dir() else "") / sweep
@@ -734,3 +736,19 @@ def test_every_row_of_claims_csv_says_its_gaps_sign(results):
         index="seed", columns="label", values="loss")
     assert row["mean"] == pytest.approx(((loss["nvfp4"] - loss["bf16"]) / loss["bf16"]
                                          * 100).mean(), rel=1e-12)
+
+
+def test_the_first_screen_counts_the_current_answers_by_what_they_say_on_size(results):
+    """Under the verdicts, the current answers listed again by their size word, each word with
+    the rows of claims.csv that carry it (the fixture: formats' two format claims, not carried
+    before the law is read)."""
+    readme = write_index(results).read_text()
+    found = readme.split("## What the lab found")[1].split("\n## ")[0].split(
+        "On the paper's size")[1]
+    listed = {m[1]: (int(m[2]), sorted(re.findall(r"`([^`]+)`", m[3])))
+              for m in re.finditer(r"^- \*(.+?)\* \((\d+)\): (.+)$", found, re.M)}
+    csv = pd.read_csv(results / "claims.csv")
+    current = csv[csv["current"] & (csv["metric"] == "final_val_loss") & csv["size"].notna()]
+    assert listed == {w: (len(rows), sorted(f"{r.sweep}: {r.claim}" for r in rows.itertuples()))
+                      for w, rows in current.groupby("size")}
+    assert listed[carry.NO_LAW][0] == 2
