@@ -268,7 +268,9 @@ def carried(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResu
             return replace(r, size=carry.NO_LAW)
         regime = carry.regime_of(s.runs, r.claim)
         if regime is None:              # runs that recorded no size cannot be carried to
-            return replace(r, size=carry.NOT_COMPARABLE)
+            why = "its runs record no transformer size, the law's N"
+            return replace(r, size=carry.NOT_COMPARABLE,
+                           note="; ".join(n for n in (r.note, why) if n))
         c = carry.carry(laws, r.claim, s.paper.ablation, regime)
         return replace(r, carried=c, size=c.word(r.test))
 

@@ -6,6 +6,7 @@ once."""
 from __future__ import annotations
 
 import csv
+import dataclasses
 import json
 import math
 import re
@@ -721,6 +722,12 @@ def test_a_format_claim_is_read_against_the_papers_gap_carried_to_its_sweeps_reg
                 else carry.AS_CARRIED)
         assert r.size == want
     assert by[Claim("fp8", "nvfp4")].size == "" and by[Claim("fp8", "nvfp4")].carried is None
+    no_size = sweep.runs.assign(params=None)           # a hybrid's runs: no transformer N
+    tables = {Table("v1"): [dataclasses.replace(sweep, runs=no_size)]}
+    r = next(r for r in claims.carried(tables, claims.evaluate(tables), laws)[Table("v1")]
+             if r.claim == Claim("bf16", "nvfp4"))
+    assert (r.size, r.carried) == (carry.NOT_COMPARABLE, None)
+    assert "its runs record no transformer size" in r.note
 
 
 def test_every_row_of_claims_csv_says_its_gaps_sign(results):
