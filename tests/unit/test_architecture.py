@@ -32,20 +32,13 @@ def unit_of(module: list[str]) -> str | None:
     return module[1] if top.is_dir() or top.with_suffix(".py").exists() else None
 
 
-def imported(source: str, module: list[str], is_package: bool,
-             annotations: bool = True) -> set[tuple[str, ...]]:
+def imported(source: str, module: list[str], is_package: bool) -> set[tuple[str, ...]]:
     """The dotted names a module's source imports (relative imports resolved; for ``from X
-    import a`` both X and X.a, one of which is a module), at module level or inside a
-    function; ``annotations=False`` leaves out those under ``if TYPE_CHECKING:``."""
+    import a`` both X and X.a, one of which is a module), at module level, inside a function
+    or under ``if TYPE_CHECKING:``."""
     here = module if is_package else module[:-1]
-    tree = ast.parse(source)
-    hidden = set() if annotations else {
-        id(n) for node in ast.walk(tree) if isinstance(node, ast.If)
-        and getattr(node.test, "id", None) == "TYPE_CHECKING" for n in ast.walk(node)}
     found: set[tuple[str, ...]] = set()
-    for node in ast.walk(tree):
-        if id(node) in hidden:
-            continue
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Import):
             found |= {tuple(a.name.split(".")) for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -77,6 +70,8 @@ def test_the_import_finder_resolves_relative_and_nested_imports() -> None:
     assert got == {"train", "analysis", "nvfp4_kernels", "formats"}
     assert imports("from . import rundir, __version__\n", ["nvfp4_lab"], is_package=True) == \
         {"rundir"}
+    typed = "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..train import job\n"
+    assert imports(typed, ["nvfp4_lab", "analysis", "x"], is_package=False) == {"train"}
 
 
 def test_every_package_imports_only_the_layers_below_it() -> None:
@@ -97,11 +92,10 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
 
 def test_no_module_imports_itself_through_others() -> None:
     """No circle among the modules: one module builds on another, never both ways (an import
-    inside a function counts; one for annotations alone does not)."""
+    inside a function counts, and so does one for annotations alone)."""
     modules = {".".join(parts): (path, parts, package)
                for path, parts, package in sources("nvfp4_lab")}
-    graph = {name: {m for m in map(".".join, imported(path.read_text(), parts, package,
-                                                       annotations=False))
+    graph = {name: {m for m in map(".".join, imported(path.read_text(), parts, package))
                     if m in modules and m != name and not name.startswith(m + ".")}
              for name, (path, parts, package) in modules.items()}
     circles = []

@@ -177,15 +177,10 @@ class DataConfig:
             self.max_tokens = count("max_tokens", self.max_tokens)
 
     def check_path(self) -> None:
-        """FileNotFoundError unless ``path`` is a folder, for the sources that read it; for
-        ``shards``, ShardError unless every shard's header agrees with its file (headers and
-        sizes only: quick on any number of shards)."""
+        """FileNotFoundError unless ``path`` is a folder, for the sources that read it (the
+        shards' headers: ``shard_data.check``)."""
         if self.source in READ_PATH and not Path(str(self.path)).is_dir():
             raise FileNotFoundError(f"data.path={self.path!r} is not a folder")
-        if self.source == "shards":
-            from .shard_data import load_shards
-
-            load_shards(self)
 
     @property
     def cache(self) -> Path:

@@ -44,7 +44,7 @@ from lightning.pytorch.utilities import rank_zero_warn
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from .config import DataConfig
-from .prepared import load_prepared, prepare, prepared_dir
+from .prepared import as_shards, load_prepared, prepare, prepared_dir
 from .shard_data import ShardData, load_shards
 from .shard_set import ShardSet
 
@@ -177,7 +177,7 @@ class LMDataModule(L.LightningDataModule):
         if not (path / "meta.json").exists():
             raise FileNotFoundError(f"no prepared data at {path}; call prepare_data() first "
                                     "or run `nvfp4-lab prepare-data` with the same data=")
-        return ShardData.of_prepared(load_prepared(path))
+        return as_shards(load_prepared(path))
 
     def _loaded(self) -> ShardData:
         if self.data is None:

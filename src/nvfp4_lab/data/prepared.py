@@ -55,6 +55,8 @@ from ..cache import locked
 from . import corpus
 from .config import DataConfig
 from .corpus import Document, load_documents, split_documents
+from .shard_data import ShardData, check
+from .shard_set import ShardSet
 from .shards import VERSION, ShardError, read_header, read_shard, write_shard
 from .tokenizer import BPETokenizer, Tokenizer, make_tokenizer
 
@@ -164,13 +166,13 @@ def _write(folder: Path, cfg: DataConfig, recipe: dict, train: list[Document],
 
 def prepare(cfg: DataConfig) -> Path:
     """Make sure the prepared folder of ``cfg`` exists and return it (see module doc); shards
-    are only checked (``DataConfig.check_path``); ``hf`` writes or completes its shards
+    are only checked (``shard_data.check``); ``hf`` writes or completes its shards
     (hf_prepare.py)."""
     if cfg.source == "hf":
         from .hf_prepare import prepare_hf
 
         return prepare_hf(cfg)
-    cfg.check_path()
+    check(cfg)
     target = prepared_dir(cfg)
     if cfg.source == "shards":
         return target
@@ -218,6 +220,15 @@ class PreparedData:
     """UTF-8 bytes per token of the val split; None when unknown (``bin`` without bytes)."""
     fingerprint: str
     """sha256 of meta.json's content: same data, same fingerprint, on any machine."""
+
+
+def as_shards(data: PreparedData) -> ShardData:
+    """A prepared folder as a run reads it: its ``train.bin`` and ``val.bin``, their ids
+    bounded by its header."""
+    def split(name: str) -> ShardSet:
+        return ShardSet((str(data.path / f"{name}.bin"),), (getattr(data, name),))
+    return ShardData(data.path, split("train"), split("val"), data.vocab_size,
+                     data.bytes_per_token, data.fingerprint, data.meta)
 
 
 def _checked_shard(shard: Path, tok: dict, split: dict) -> np.ndarray:

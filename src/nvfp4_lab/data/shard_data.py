@@ -10,9 +10,9 @@ model's vocabulary once, before any batch:
                           cannot hold an id that large
     data.vocab_size = 0   the largest vocabulary the files state; refused when one states none
 
-Everything is decided from headers and sizes, so ``DataConfig.check_path`` runs it on the
-command line before a run directory exists. A prepared folder (``data=bin`` and the corpora)
-becomes the same object with one file per split (``of_prepared``), so one sampler reads both.
+Everything is decided from headers and sizes, so ``check`` runs it on the command line before
+a run directory exists. A prepared folder (``data=bin`` and the corpora) becomes the same
+object with one file per split (``prepared.as_shards``), so one sampler reads both.
 """
 from __future__ import annotations
 
@@ -20,15 +20,11 @@ import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from .config import DataConfig
 from .shard_formats import ShardFile, open_shard, read_meta_vocab
 from .shard_set import ShardSet
 from .shards import ShardError
-
-if TYPE_CHECKING:     # DataConfig.check_path calls load_shards: no import back
-    from .config import DataConfig
-    from .prepared import PreparedData
 
 SPLITS = ("train", "val")
 # what the llm.c versions hold, for the message that asks for data.vocab_size
@@ -50,14 +46,14 @@ class ShardData:
     """same files, same fingerprint, wherever the folder lies."""
     meta: dict
 
-    @classmethod
-    def of_prepared(cls, data: PreparedData) -> ShardData:
-        """A prepared folder: its ``train.bin`` and ``val.bin``, their ids bounded by its
-        header."""
-        def split(name: str) -> ShardSet:
-            return ShardSet((str(data.path / f"{name}.bin"),), (getattr(data, name),))
-        return cls(data.path, split("train"), split("val"), data.vocab_size,
-                   data.bytes_per_token, data.fingerprint, data.meta)
+
+def check(cfg: DataConfig) -> None:
+    """What only the machine that reads ``cfg``'s data can answer: its folder exists
+    (``DataConfig.check_path``) and, for ``source=shards``, every shard's header agrees with
+    its file (``load_shards``: headers and sizes only, quick on any number of shards)."""
+    cfg.check_path()
+    if cfg.source == "shards":
+        load_shards(cfg)
 
 
 def load_shards(cfg: DataConfig) -> ShardData:

@@ -68,7 +68,7 @@ class QuantLinear(nn.Linear):
         self.backend = backend or Backend()
         self.state = state or QuantState()
         self.plan = operand_plan(recipe)
-        self.plan_after_switch = switched_plan(self.plan, recipe.switch)
+        self.plan_after_switch = switched_plan(self.plan, recipe.switch.off)
         self.stats: dict[tuple[str, str], float] = {}  # (source, metric): LayerMetric
 
     @classmethod

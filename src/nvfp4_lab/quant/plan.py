@@ -9,14 +9,34 @@ E04. ``QuantLinear`` (``linear.py``) executes a plan; ``convert`` reports it per
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from ..formats import QuantSpec, RHTSpec
 from .operands import OPERANDS, OPS
 
-if TYPE_CHECKING:     # recipe.py validates a recipe through operand_plan
-    from .recipe import Recipe, Switch
+
+class Planned(Protocol):
+    """What a plan reads of a recipe: ``recipe.Recipe``, which validates itself through
+    ``operand_plan``, so this module names its fields instead of importing it."""
+
+    format: str
+    weight_blocks: str
+    sr_mode: str
+    mx_scale: str
+    rht: Any                  # RHTConfig: spec, gemms
+    four_over_six: Any        # FourOverSix: operands, error, e4m3_limit
+    quantize: Collection[str]
+    sr: Collection[str]
+    ms_eden: Collection[str]
+    row_scaled: Collection[str]
+
+    @property
+    def element_format(self) -> str: ...
+    @property
+    def element_block(self) -> int: ...
+    def reused(self) -> dict[str, str]: ...
 
 
 @dataclass(frozen=True)
@@ -48,7 +68,7 @@ class Operand:
 GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
 
 
-def operand_plan(recipe: Recipe) -> GemmPlan:
+def operand_plan(recipe: Planned) -> GemmPlan:
     """The six operands of a quantized layer under ``recipe``."""
     rht = recipe.rht.spec if recipe.rht.gemms else None
     reused = recipe.reused()
@@ -71,18 +91,19 @@ def token_chunk(plan: GemmPlan) -> int:
     return rht.size if rht else 1
 
 
-def switched_plan(plan: GemmPlan, switch: Switch) -> GemmPlan:
-    """``plan`` after the precision switch: the switched GEMMs run unquantized, without RHT.
-    An operand that reused a now-unquantized one gets that operand's quantizer and stream
-    (a forward-only switch keeps the 2D weight that Dgrad sees)."""
-    out = {op: Operand() if switch.off(OPS[op].gemm) else o for op, o in plan.items()}
+def switched_plan(plan: GemmPlan, off: Callable[[str], bool]) -> GemmPlan:
+    """``plan`` after the precision switch (``off``: ``Switch.off``, whether it turns a GEMM
+    off): the switched GEMMs run unquantized, without RHT. An operand that reused a
+    now-unquantized one gets that operand's quantizer and stream (a forward-only switch keeps
+    the 2D weight that Dgrad sees)."""
+    out = {op: Operand() if off(OPS[op].gemm) else o for op, o in plan.items()}
     for op, o in out.items():
-        if o.reuse and switch.off(OPS[o.reuse].gemm):
+        if o.reuse and off(OPS[o.reuse].gemm):
             out[op] = dataclasses.replace(plan[o.reuse], stream_as=o.reuse)
     return out
 
 
-def _spec(recipe: Recipe, op: str, rht: RHTSpec | None) -> QuantSpec:
+def _spec(recipe: Planned, op: str, rht: RHTSpec | None) -> QuantSpec:
     fmt, b = recipe.element_format, recipe.element_block
     two_d = OPS[op].tensor == "weights" and recipe.weight_blocks == "2d"
     four6 = recipe.four_over_six if op in recipe.four_over_six.operands else None

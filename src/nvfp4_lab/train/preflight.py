@@ -182,7 +182,9 @@ def _check_here(job: Job) -> list[str]:
     """What only the machine that trains can answer, asked when that is this one (any
     launcher but SLURM's): the data folder, W&B for ``logger=wandb``, a CUDA device for a GPU
     accelerator, a torch the compiled backend is checked on. Each refusal, in that order."""
-    checks = [job.data.check_path, lambda: _check_wandb(job.logger)]
+    from ..data.shard_data import check as check_data
+
+    checks = [lambda: check_data(job.data), lambda: _check_wandb(job.logger)]
     if job.trainer.gpu:
         checks.append(lambda: _check_cuda(job.trainer.accelerator))
     if job.recipe.backend == "compiled":
@@ -282,7 +284,7 @@ def _check_micro_batch(job: Job) -> None:
     recipe, t = job.recipe, job.train
     plan, switch = operand_plan(recipe), recipe.switch.step(job.max_steps)
     if switch is not None and switch <= (job.branch_step or 0):
-        plan = switched_plan(plan, recipe.switch)
+        plan = switched_plan(plan, recipe.switch.off)
     chunk, tokens = token_chunk(plan), t.batch_size * t.seq_len
     if tokens % chunk:
         per = chunk // math.gcd(t.seq_len, chunk)   # batch_size must be a multiple of this

@@ -7,7 +7,7 @@ import pytest
 from helpers.shard_writers import write_llmc, write_meta_pkl, write_nanogpt
 
 from nvfp4_lab.data import DataConfig, LMDataModule
-from nvfp4_lab.data.shard_data import load_shards
+from nvfp4_lab.data.shard_data import check, load_shards
 from nvfp4_lab.data.shards import ShardError, write_shard
 
 TRAIN, VAL = "fineweb_train_*.bin", "fineweb_val_*.bin"
@@ -46,7 +46,7 @@ def test_the_patterns_pick_the_splits_in_name_order_and_read_back_exactly(finewe
 def test_a_validation_pattern_matching_nothing_names_itself_and_the_fix(fineweb):
     folder, _ = fineweb
     with pytest.raises(ShardError) as err:
-        _cfg(folder, val="val_*.bin").check_path()
+        check(_cfg(folder, val="val_*.bin"))
     assert str(err.value) == (f"data.val='val_*.bin' matches no file in {folder}; give the "
                               "pattern of the val shards' names, e.g. "
                               "data.val='fineweb_val_*.bin'")
@@ -57,7 +57,7 @@ def test_a_truncated_shard_among_many_is_named_before_any_batch(fineweb):
     bad = folder / "fineweb_train_000002.bin"
     bad.write_bytes(bad.read_bytes()[:-100])
     with pytest.raises(ShardError) as err:
-        _cfg(folder).check_path()
+        check(_cfg(folder))
     assert str(err.value).startswith(f"{bad}: ") and "truncated" in str(err.value)
 
 

@@ -123,7 +123,7 @@ def _switch(at, passes):
         assert isinstance(r.switch.at_fraction, float) and 0 < r.switch.at_fraction <= 1
         assert r.switch.at_fraction == at and r.switch.passes == passes
         plan = operand_plan(r)
-        after = switched_plan(plan, r.switch)
+        after = switched_plan(plan, r.switch.off)
         hp_after = {op for op in OPERANDS if op not in quantized(after)}
         assert hp_after == {"both": set(OPERANDS), "fwd": {"fprop.x", "fprop.w"},
                             "bwd": set(BACKWARD)}[passes]
@@ -144,7 +144,7 @@ def e04_b(r):
 
 def e04_c(r):
     _switch(0.82, "fwd")(r)
-    after = switched_plan(operand_plan(r), r.switch)
+    after = switched_plan(operand_plan(r), r.switch.off)
     assert after["dgrad.w"].spec.block == (16, 16)  # Dgrad keeps the 2D weight
 
 

@@ -373,13 +373,13 @@ def test_block_override():
 
 def test_switched_plan_both():
     plan = operand_plan(PRESETS["nvfp4"])
-    after = switched_plan(plan, Switch(at_step=10, passes="both"))
+    after = switched_plan(plan, Switch(at_step=10, passes="both").off)
     assert all(o.spec is None and o.rht is None and o.reuse is None for o in after.values())
 
 
 def test_switched_plan_forward_only_keeps_the_2d_weight_for_dgrad():
     plan = operand_plan(PRESETS["nvfp4"])
-    after = switched_plan(plan, Switch(at_step=10, passes="fwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="fwd").off)
     for op in ("fprop.x", "fprop.w"):
         assert after[op].spec is None and after[op].rht is None
     for op in ("dgrad.dy", "wgrad.dy", "wgrad.x"):
@@ -394,7 +394,7 @@ def test_switched_plan_forward_only_keeps_the_2d_weight_for_dgrad():
 def test_switched_plan_forward_only_with_1d_weights_and_same_dim_activations():
     r = Recipe(weight_blocks="1d", act_blocks="1d_same_dim", sr=[], rht={"gemms": []})
     plan = operand_plan(r)
-    after = switched_plan(plan, Switch(at_step=10, passes="fwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="fwd").off)
     assert after["dgrad.w"] == plan["dgrad.w"]  # its own 1D quantization, unchanged
     assert after["wgrad.x"].spec == plan["fprop.x"].spec
     assert after["wgrad.x"].stream_as == "fprop.x"
@@ -403,7 +403,7 @@ def test_switched_plan_forward_only_with_1d_weights_and_same_dim_activations():
 @pytest.mark.parametrize("name", ["nvfp4", "nvfp4_base"])
 def test_switched_plan_backward_only(name):
     plan = operand_plan(PRESETS[name])
-    after = switched_plan(plan, Switch(at_step=10, passes="bwd"))
+    after = switched_plan(plan, Switch(at_step=10, passes="bwd").off)
     assert after["fprop.x"] == plan["fprop.x"] and after["fprop.w"] == plan["fprop.w"]
     for op in BACKWARD:
         assert after[op].spec is None and after[op].rht is None and after[op].reuse is None
@@ -488,7 +488,7 @@ def test_layer_switches_plan_at_the_step():
     state.step = 4
     assert layer.current_plan() == operand_plan(recipe)
     state.step = 5
-    assert layer.current_plan() == switched_plan(operand_plan(recipe), recipe.switch)
+    assert layer.current_plan() == switched_plan(operand_plan(recipe), recipe.switch.off)
 
 
 # --- HighPrecision.count ------------------------------------------------------------------
