@@ -142,8 +142,9 @@ def carry(laws: Laws, claim: Claim, ablation: str, lab: Regime,
     if pair is None:
         raise ValueError(f"{ablation}: {claim} is not a format claim of the paper's runs")
     (pa, da), (pb, db) = (_to_bf16(laws, run, r, lab) for r in pair)
-    n = min(len(da), len(db)) if len(da) > 1 and len(db) > 1 else max(len(da), len(db))
-    da, db = np.resize(da, n), np.resize(db, n)
+    if len(da) > 1 and len(db) > 1:         # two laws: refit i beside refit i (BF16's broadcasts)
+        n = min(len(da), len(db))
+        da, db = da[:n], db[:n]
     draws = ((1 + db) / (1 + da) - 1) * 100
     lo, hi = interval(draws, level)
     used = " and ".join(f"{r} by law {laws.by_format[r].law}" for r in pair if r != "bf16")
@@ -177,6 +178,5 @@ def read_laws(grid: Path, study: Path, min_seeds: int = PLANNED_SEEDS,
     s_fit = steps_law.fit(nv, "S", "relative", **fit_options)
     reading = steps_law.read_law(s_fit)
     nv_law = s_fit if reading.law == "S" else steps_law.fit(nv, "A", "relative", **fit_options)
-    mx = steps_law.fit(steps_law.paired_gaps(g, s.iloc[:0], "mxfp4"), "A", "relative",
-                       **fit_options)
+    mx = steps_law.fit(steps_law.paired_gaps(g, s, "mxfp4"), "A", "relative", **fit_options)
     return Laws({"nvfp4": nv_law, "mxfp4": mx}, reading)

@@ -128,8 +128,7 @@ def plan_lines(paper: PaperResult, published: pd.DataFrame,
                 if n is not None and n <= 1000)
             what = ("for TOST to pass" if claim.same else
                     f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
-            size = getattr(r, "size", None)
-            size = f"; on the paper's size: {size}" if isinstance(size, str) and size else ""
+            size = f"; on the paper's size: {r.size}" if isinstance(r.size, str) else ""
             lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, "
                          f"{r.verdict}{size}): {seeds_text(need[0]) or '-'} {what}{cost}")
     return (["seeds for 80% power, from the published results (results/README.md):", *lines]
