@@ -11,10 +11,11 @@ duplicate), the first by these rules in turn (``OWNER_RULE``, also printed in th
 4. listed first in the index.
 
 Every other sweep that tested it says "counted in <owner>" and is left out of the counts.
-Two design-v2 sweeps of one ablation on one model (a partial one on one machine type, a
-whole rerun of the design on another: results/preregistration.md, amendment 6) are never
-pooled: the one with more seeds is the answer and the other stays published, labelled as
-superseded (``superseding``).
+Two design-v2 sweeps of one ablation on one model (a partial one on one machine type, a whole
+rerun of the design on another, a fresh sweep of some of its claims: results/
+preregistration.md, amendments 6 and 11) are never pooled: each claim is answered by the one
+with more paired seeds of its two arms, and the other stays published, labelled superseded
+for that claim (``supersede``).
 
 Fresh seeds. For each answer still *not resolved*, ``to_buy`` sizes a new sweep of the claim's
 two arms on the machine class the index is written on (``nvfp4-lab info``'s "machine class"):
@@ -57,28 +58,22 @@ def _models(sweep: Sweep) -> tuple:
     return tuple(sorted(sweep.runs["model"].dropna().unique()))
 
 
-def _seeds(sweep: Sweep) -> int:
-    return int(sweep.runs["seed"].nunique())
-
-
-def superseding(v2: dict[Table, list[Sweep]]) -> dict[str, Sweep]:
-    """Each design-v2 sweep that another of the same ablation and model with more seeds
-    replaces, with that one (the most seeds of the group)."""
-    sweeps = [s for ss in v2.values() for s in ss]
-    out = {}
-    for s in sweeps:
-        best = max((o for o in sweeps if _design(o) == _design(s)), key=_seeds)
-        if _seeds(best) > _seeds(s):
-            out[s.name] = best
-    return out
-
-
-def supersede(tested: dict[Table, list[ClaimResult]], replaced: dict[str, Sweep]
+def supersede(tested: dict[Table, list[ClaimResult]], v2: dict[Table, list[Sweep]]
               ) -> dict[Table, list[ClaimResult]]:
-    """``tested`` with the claims of each replaced sweep marked with the sweep replacing it."""
-    return {t: [replace(r, superseded_by=f"{replaced[r.sweep].name} "
-                                         f"({_seeds(replaced[r.sweep])} seeds)")
-                if r.sweep in replaced else r for r in rs] for t, rs in tested.items()}
+    """``tested`` with each design-v2 claim that another v2 sweep of the same ablation and
+    model tested on more paired seeds marked with that sweep ("formats_nano (8 seeds)")."""
+    design = {s.name: _design(s) for ss in v2.values() for s in ss}
+    best: dict[tuple, ClaimResult] = {}
+    for r in (r for t in v2 for r in tested[t] if r.test is not None):
+        key = (design[r.sweep], str(r.claim))
+        best[key] = max(best.get(key, r), r, key=lambda o: o.n)
+
+    def mark(r: ClaimResult) -> ClaimResult:
+        top = best.get((design[r.sweep], str(r.claim)))
+        return r if r.test is None or top.n <= r.n else replace(
+            r, superseded_by=f"{top.sweep} ({top.n} seeds)")
+
+    return {t: [mark(r) for r in rs] if t in v2 else rs for t, rs in tested.items()}
 
 
 def owners(tables: dict[Table, list[Sweep]], tested: dict[Table, list[ClaimResult]]
@@ -182,7 +177,7 @@ def to_buy(current: list[tuple[Sweep, ClaimResult]], machine_class: str
 def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> str:
     """The index's section: one row per purchase."""
     rows = [f"| {p.result.sweep} | `{p.result.claim}` | {p.result.n} | "
-            f"{_target(p.result)} | {p.result.test.sd:.2f} | {v.seeds_text(p.need) or '—'} | "
+            f"{target_text(p.result)} | {p.result.test.sd:.2f} | {v.seeds_text(p.need) or '—'} | "
             f"{'—' if p.hours is None else f'{p.hours:.1f}'} |"
             for p in to_buy(current, machine_class)]
     if not rows:
@@ -204,7 +199,8 @@ def to_buy_md(current: list[tuple[Sweep, ClaimResult]], machine_class: str) -> s
             "|---|---|---|---|---|---|---|\n" + "\n".join(rows))
 
 
-def _target(r: ClaimResult) -> str:
+def target_text(r: ClaimResult) -> str:
+    """What ``fresh_seeds`` sized the claim for, in words."""
     if r.claim.same:
         return f"TOST ±{v.MARGIN_PCT}"
     return (f"margin +{v.MARGIN_PCT}" if r.carried is None else

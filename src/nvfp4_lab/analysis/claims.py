@@ -113,8 +113,6 @@ class ClaimResult:
     p: float = math.nan
     p_holm: float = math.nan
     p_bh: float = math.nan
-    seeds_measured: int | None = None
-    seeds_paper: int | None = None
     note: str = ""
     duplicate_of: str = ""
     superseded_by: str = ""     # a larger sweep of the same claims (answers.superseding)
@@ -190,15 +188,9 @@ def _first(sweep: Sweep, claim: Claim, metric: str) -> ClaimResult:
 def _tested(r: ClaimResult) -> ClaimResult:
     test = v.gap_test(np.array(r.gaps))
     word = v.verdict(r.claim.same, test)
-    if r.claim.same:      # seeds for TOST to pass if the true gap is 0
-        measured = paper = v.seeds_needed(0.0, test.sd, equivalence=True)
-    else:
-        measured, paper = (v.seeds_needed(test.mean, test.sd),
-                           v.seeds_needed(r.paper_gap, test.sd))
     note = "; ".join(n for n in (v.note(r.claim.same, word, test), r.note) if n)
     return replace(r, test=test, verdict=word, note=note,
-                   p=v.verdict_p(r.claim.same, word, test),
-                   seeds_measured=measured, seeds_paper=paper)
+                   p=v.verdict_p(r.claim.same, word, test))
 
 
 def evaluate(tables: dict[Table, list[Sweep]], metric: str = "final_val_loss"

@@ -12,9 +12,9 @@ m and spread s, that share is
     P(sign g = sign of the paper's claim) = Phi(m / s)           ("a < b": m > 0 agrees),
 
 which is high only where |m| is several s. Below 90% one run cannot rank the pair.
-``plan_lines`` gives ``--dry-run`` of an ablation the paired seeds each published claim needs
-(``verdicts.seeds_needed``, at the measured and at the paper's gap) and what they would cost
-on this machine.
+``plan_lines`` gives ``--dry-run`` of an ablation the fresh paired seeds each published claim
+needs (``answers.fresh_seeds``: at the paper's gap carried, else at the margin; never at the
+gap just observed) and what they would cost on this machine.
 """
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from .stats import CLAIM_CONVENTION, CLAIM_GAP
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
-                 "verdict", "p_holm", "p_bh", "current", "seeds_measured", "seeds_paper",
+                 "verdict", "p_holm", "p_bh", "current", "seeds_fresh", "seeds_target",
                  "machine", "scale", "model", "superseded_by", "counted_in", "same_runs_as",
                  "verdict_v2_rule", "verdict_amendment8", "size", "carried_gap", "carried_lo",
                  "carried_hi", "carried_regime", "gap_convention"]
@@ -114,22 +114,20 @@ def context_md(paper: PaperResult, ours: dict[str, float], published: pd.DataFra
 
 def plan_lines(paper: PaperResult, published: pd.DataFrame,
                seconds_per_seed: float | None) -> list[str]:
-    """One line per claim of ``paper`` the lab has published: the seeds for 80% power at the
-    measured and the paper's gap, and their CPU time here (``seconds_per_seed``: what one
-    seed of the command's arms costs; None when not measured)."""
+    """One line per claim of ``paper`` the lab has published: the fresh seeds for 80% power
+    at the index's target (amendment 10), and their CPU time here (``seconds_per_seed``: what
+    one seed of the command's arms costs; None when not measured)."""
     lines = []
     for claim in paper.claims:
         rows = _rows(published, claim)
         for r in rows.itertuples():
-            need = [None if pd.isna(x) else int(x) for x in (r.seeds_measured, r.seeds_paper)]
-            need = need[:1] if claim.same else need      # a null: the seeds for TOST
-            cost = "" if seconds_per_seed is None else "; " + ", ".join(
-                f"{n} seeds ~{n * seconds_per_seed / 3600:.1f} h here" for n in need
-                if n is not None and n <= 1000)
-            what = ("for TOST to pass" if claim.same else
-                    f"at the measured gap, {seeds_text(need[1]) or '-'} at the paper's")
+            need = None if pd.isna(r.seeds_fresh) else int(r.seeds_fresh)
+            cost = ("" if seconds_per_seed is None or need is None or need > 1000 else
+                    f"; ~{need * seconds_per_seed / 3600:.1f} h here")
             size = f"; on the paper's size: {r.size}" if isinstance(r.size, str) else ""
             lines.append(f"  `{claim}` ({source(r.table, r.sweep)}, {int(r.n)} seeds, "
-                         f"{r.verdict}{size}): {seeds_text(need[0]) or '-'} {what}{cost}")
-    return (["seeds for 80% power, from the published results (results/README.md):", *lines]
+                         f"{r.verdict}{size}): {seeds_text(need) or '-'} fresh, "
+                         f"{r.seeds_target}{cost}")
+    return (["fresh seeds for 80% power, from the published results (results/README.md; "
+             "at the paper's gap carried, else at the margin):", *lines]
             if lines else [])

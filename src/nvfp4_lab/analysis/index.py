@@ -28,7 +28,8 @@ from . import (
     steps_vs_size_report,
 )
 from . import verdicts as v
-from .answers import counted_answers, owners, rule_md, supersede, superseding, to_buy_md
+from .answers import (counted_answers, fresh_seeds, owners, rule_md, supersede, target_text,
+                      to_buy_md)
 from .claims import (
     METRICS,
     PRIMARY,
@@ -119,15 +120,13 @@ def _flags(r: ClaimResult) -> str:
 def _seeds(r: ClaimResult) -> str:
     if r.test is None:
         return ""
-    if r.claim.same:                         # one number: the seeds for TOST to pass
-        return f"{v.seeds_text(r.seeds_measured) or '—'} (TOST)"
-    return f"{v.seeds_text(r.seeds_measured) or '—'} / {v.seeds_text(r.seeds_paper) or '—'}"
+    return f"{v.seeds_text(fresh_seeds(r)) or '—'} ({target_text(r)})"
 
 
 TABLE_HEAD = ("| sweep | paper | claim | paper's numbers (a gap to its baseline: % "
               f"{GAP_CONVENTION}; gap: the claim gap) | ours: claim gap {CLAIM_GAP}, % "
               f"({CLAIM_CONVENTION}) [95% CI] | verdict | "
-              "notes | seeds for 80%: measured / paper's gap (a null: TOST's) |\n"
+              "notes | fresh seeds for 80% (at what) |\n"
               "|---|---|---|---|---|---|---|---|")
 
 
@@ -240,7 +239,8 @@ def claims_table(tables: dict[Table, list[Sweep]], by_metric: dict[str, dict[Tab
              "kind": r.claim.kind, "n": r.n, "mean": r.test.mean, "sd": r.test.sd,
              "lo": r.test.lo, "hi": r.test.hi, "verdict": r.verdict, "p_holm": r.p_holm,
              "p_bh": r.p_bh, "current": id(r) in answers,
-             "seeds_measured": r.seeds_measured, "seeds_paper": r.seeds_paper,
+             "seeds_fresh": fresh_seeds(r) if r.test else None,
+             "seeds_target": target_text(r) if r.test else None,
              "machine": sweeps[(t, r.sweep)].machine,
              "scale": scale_text(sweeps[(t, r.sweep)].runs),
              "model": models_text(sweeps[(t, r.sweep)].runs),
@@ -276,10 +276,9 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
     beyond, beyond_pending = _sweeps(results, BEYOND_PAPER, paper_dir)
     v2 = _v2_tables(results, paper_dir)
     tables = {V1: ablations, BEYOND: beyond, **v2}
-    replaced = superseding(v2)
     laws = carry.read_laws(results / "scaling", results / "steps_vs_size")
-    by_metric = {PRIMARY: _tested(tables, replaced, results, PRIMARY, laws),
-                 **{m: _tested(v2, replaced, results, m, laws)
+    by_metric = {PRIMARY: _tested(tables, v2, results, PRIMARY, laws),
+                 **{m: _tested(v2, v2, results, m, laws)
                     for m in METRICS if m != PRIMARY and v2}}
     tested = by_metric[PRIMARY]
     current = counted_answers(tables, tested, [V1, *v2])
@@ -294,7 +293,7 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
     sections = [
         "# Results: the paper's findings at lab scale",
         found_md(current, results),
-        _summary_md(len(ablations), tested, v2, replaced, current),
+        _summary_md(len(ablations), tested, v2, current),
         "![forest](figures/forest.png)\n\n" + FOREST_CAPTION,
         _findings_md(ablations, tested[V1], pending, paper_dir),
         _beyond_md(beyond, tested[BEYOND], beyond_pending, paper_dir),
@@ -308,12 +307,12 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
     return "\n\n".join(s for s in sections if s) + "\n"
 
 
-def _tested(tables: dict[Table, list[Sweep]], replaced: dict[str, Sweep], results: Path,
+def _tested(tables: dict[Table, list[Sweep]], v2: dict[Table, list[Sweep]], results: Path,
             metric: str, laws: carry.Laws | None) -> dict[Table, list[ClaimResult]]:
-    """Every claim of ``tables`` on ``metric``: tested, superseded sweeps marked, each paper
+    """Every claim of ``tables`` on ``metric``: tested, superseded claims marked, each paper
     finding counted in its owner, beside its verdicts under the earlier rules, with what it
     says on the paper's size (``claims.carried``)."""
-    tested = supersede(evaluate(tables, metric), replaced)
+    tested = supersede(evaluate(tables, metric), v2)
     return carried(tables, earlier(owners(tables, tested), results, metric), laws)
 
 
@@ -342,7 +341,7 @@ def found_md(current: list[tuple[Sweep, ClaimResult]], results: Path) -> str:
 
 
 def _summary_md(published: int, tested: dict[Table, list[ClaimResult]],
-                v2: dict[Table, list[Sweep]], replaced: dict[str, Sweep],
+                v2: dict[Table, list[Sweep]],
                 current: list[tuple[Sweep, ClaimResult]]) -> str:
     """The page's opening: what is published and the verdicts counted each way."""
     v1_flat = tested[V1]
@@ -355,8 +354,7 @@ def _summary_md(published: int, tested: dict[Table, list[ClaimResult]],
         f"{tally([r for _, r in current])}. Design v1's sweeps own "
         f"{sum(r.counted for r in v1_flat)}: {tally(v1_flat)}; its size claims: "
         f"{tally(v1_flat, 'size')}; ours: {tally(v1_flat, 'ours')}. "
-        + "".join(f"Design {t}: {_design_tally(ss, tested[t], replaced)}. "
-                  for t, ss in v2.items())
+        + "".join(f"Design {t}: {_design_tally(tested[t])}. " for t in v2)
         + "The counts are per-claim verdicts; Holm (family-wise 5% over all "
         f"{sum(r.test is not None for r in flat)} tested claims of this page) says which "
         "survive testing them all at once, and Benjamini-Hochberg (false discovery rate 5%) "
@@ -380,8 +378,10 @@ def _findings_md(ablations: list[Sweep], tested: list[ClaimResult], pending: lis
         f"is wider than the smallest differences the paper draws ({_smallest_gaps(paper_dir)}), "
         f"so an "
         f"*equivalent* rules out a difference of {v.MARGIN_PCT}% of the loss, not one of the "
-        "size the paper reports. Seeds for 80%: the paired seeds a two-sided 5% test needs at "
-        "the measured gap and at the paper's, from the claim's own spread.\n\n"
+        "size the paper reports. Fresh seeds for 80%: the paired seeds a two-sided 5% test "
+        "needs, from the claim's own spread, at the paper's gap carried to the sweep's regime "
+        "where it is carried, else at the margin, or for TOST to pass when the true gap is 0 "
+        "(amendment 10); never at the gap just observed.\n\n"
         + TABLE_HEAD + "\n" + "\n".join(_rows(ablations, tested)
                                           + _pending_rows(pending, paper_dir)))
 
@@ -427,14 +427,15 @@ def _scale_md(sweeps: list[Sweep], v2: dict[Table, list[Sweep]]) -> str:
             "|---|---|---|---|\n" + ("\n".join(rows) or "| none yet | | | |"))
 
 
-def _design_tally(sweeps: list[Sweep], tested: list[ClaimResult],
-                  replaced: dict[str, Sweep]) -> str:
-    gone = [s.name for s in sweeps if s.name in replaced]
-    if gone:
-        return f"superseded by {replaced[gone[0]].name}, not counted"
+def _design_tally(tested: list[ClaimResult]) -> str:
+    """A v2 table's verdicts, or the sweeps answering its claims where others do."""
+    by = sorted({r.superseded_by for r in tested if r.superseded_by})
+    if by and not any(r.test is not None and not r.superseded_by for r in tested):
+        return f"superseded by {', '.join(by)}, not counted"
+    gone = [f"; superseded by {o}: {sum(r.superseded_by == o for r in tested)}" for o in by]
     elsewhere = sorted({r.counted_in for r in tested if r.counted_in})
-    return tally(tested) + "".join(f"; counted in {o}: {sum(r.counted_in == o for r in tested)}"
-                                   for o in elsewhere)
+    return tally(tested) + "".join(gone) + "".join(
+        f"; counted in {o}: {sum(r.counted_in == o for r in tested)}" for o in elsewhere)
 
 
 def _v2_md(v2: dict[Table, list[Sweep]], by_metric: dict[str, dict[Table, list[ClaimResult]]]

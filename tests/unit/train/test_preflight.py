@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -266,7 +267,7 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
     text = dry_run_text(["+ablation=formats", "seed=0"])
-    plan = text.split("seeds for 80% power, from the published results (results/README.md):\n")[1]
+    plan = text.split("fresh seeds for 80% power, from the published results")[1].split(":\n")[1]
     rows = shipped()
     rows = rows[rows["claim"].isin(["bf16 < nvfp4", "nvfp4 < mxfp4", "fp8 < nvfp4",
                                     "bf16 < fp8"]) & rows["superseded_by"].isna()
@@ -274,8 +275,10 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     assert len(plan.splitlines()) == len(rows) and "h here" not in plan
     for r in rows.itertuples():      # what the claim says on the paper's size, when it does
         size = f"; on the paper's size: {r.size}" if isinstance(r.size, str) else ""
+        target = (f"paper's, carried {r.carried_gap:+.2f}" if not math.isnan(r.carried_gap)
+                  else "margin +0.5")            # amendment 10: never the measured gap
         assert (f"`{r.claim}` ({r.table} {r.sweep}, {r.n} seeds, {r.verdict}{size}): "
-                f"{int(r.seeds_measured)} at the measured gap") in plan
+                f"{int(r.seeds_fresh)} fresh, {target}") in plan
     # the two claims whose paper gives a gap say something on its size; fp8 has no number
     assert set(rows.loc[rows["size"].notna(), "claim"]) == {"bf16 < nvfp4", "nvfp4 < mxfp4"}
 
@@ -285,11 +288,11 @@ def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
     from nvfp4_lab.cli import dry_run_text
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
-    plan = dry_run_text(["+ablation=rht_signs", "seed=0"]).split("(results/README.md):\n")[1]
+    plan = dry_run_text(["+ablation=rht_signs", "seed=0"]).split("the margin):\n")[1]
     rows = shipped()
     r = rows[(rows["sweep"] == "rht_signs") & (rows["claim"] == "none ~ fixed")].iloc[0]
-    assert f"`none ~ fixed` (v1 rht_signs, {r.n} seeds, {r.verdict}): {int(r.seeds_measured)} " \
-           "for TOST to pass" in plan
+    assert f"`none ~ fixed` (v1 rht_signs, {r.n} seeds, {r.verdict}): {int(r.seeds_fresh)} " \
+           "fresh, TOST ±0.5" in plan
 
 
 def test_the_dry_run_imports_no_lightning(tmp_path):
