@@ -1,7 +1,7 @@
 """A run directory: what it holds, and the rules that keep finished results safe.
 
     <run>/
-      config.yaml          the resolved config (plus Hydra's .hydra/ record)
+      config.yaml          the resolved config (Hydra writes no .hydra/ record: output_subdir null)
       layer_report.json    which layer got which quantizer (quant.convert's report)
       checkpoints/last.ckpt  the latest checkpoint; ``resume=auto`` continues from it
       checkpoints/branch/    the steps other arms branch from (train/branch.py)

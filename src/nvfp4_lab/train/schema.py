@@ -12,7 +12,7 @@ validates against, so the message lists the allowed values and the full key:
 
 (omegaconf 2.3 rejects ``typing.Literal`` and unions, hence Enums, and ``Any`` for the fields
 that take a block count or a fraction.) The library never sees a DictConfig: ``recipe_of`` and
-``to_configs`` turn the composed config into the plain dataclasses of ``quant``, ``model``,
+``plain`` turn the composed config into the plain dataclasses of ``quant``, ``model``,
 ``data`` and ``TrainConfig``, whose own checks name the key of anything the schema cannot
 express.
 
