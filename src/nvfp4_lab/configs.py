@@ -13,9 +13,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, TypeVar, cast
 
 ENV = "NVFP4_LAB_CONF"
+T = TypeVar("T")
 PACKAGED = Path(__file__).resolve().parent / "conf"
 
 
@@ -73,16 +75,43 @@ def _yaml(path: Path) -> Any:
 
 
 def option_settings(group: str) -> dict[str, dict[str, Any]]:
-    """Each option of ``group`` and the settings its file makes, over those of the options
-    of the same group it names in its ``defaults`` (a preset over ``data/hf.yaml``)."""
+    """Each option of ``group`` and the settings its file makes, merged as Hydra composes them
+    over those of the options of the same group it names in its ``defaults`` (``_self_``
+    last: a preset over ``data/hf.yaml``, a recipe over ``quant/nvfp4.yaml``)."""
+    from omegaconf import OmegaConf
+
     def settings(name: str) -> dict[str, Any]:
         node = _yaml(conf_dir() / group / f"{name}.yaml") or {}
-        base: dict[str, Any] = {}
-        for parent in node.get("defaults") or []:
-            if isinstance(parent, str) and parent != "_self_":
-                base.update(settings(parent))
-        return {**base, **{str(k): v for k, v in node.items() if k != "defaults"}}
+        parents = [settings(p) for p in node.get("defaults") or []
+                   if isinstance(p, str) and p != "_self_"]
+        own = {str(k): v for k, v in node.items() if k != "defaults"}
+        return cast(dict[str, Any], OmegaConf.to_container(OmegaConf.merge(*parents, own)))
     return {name: settings(name) for name in config_groups()[group]}
+
+
+class Presets(Mapping[str, T]):
+    """A group's options as library objects (``make`` of each option's ``option_settings``),
+    from the tree ``conf_dir()`` names when read, so that they follow ``$NVFP4_LAB_CONF`` as
+    the command line does; read once per tree."""
+
+    def __init__(self, group: str, make: Callable[[dict[str, Any]], T]) -> None:
+        self.group, self.make = group, make
+        self._read: dict[Path, dict[str, T]] = {}
+
+    def _options(self) -> dict[str, T]:
+        tree = conf_dir()
+        if tree not in self._read:
+            self._read[tree] = {n: self.make(s) for n, s in option_settings(self.group).items()}
+        return self._read[tree]
+
+    def __getitem__(self, name: str) -> T:
+        return self._options()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._options())
+
+    def __len__(self) -> int:
+        return len(self._options())
 
 
 def default_option(group: str) -> str | None:

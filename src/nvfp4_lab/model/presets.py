@@ -1,5 +1,6 @@
 """Named model sizes, from a CPU-minutes toy to the paper's 1.2B, 8B and 12B models, read from
-the package's ``conf/model/<name>.yaml``: one definition for the command line and the library.
+``conf/model/<name>.yaml`` of the tree the command line composes (``configs.Presets``): one
+definition for the command line and the library.
 
 Every preset is the paper's 1.2B block (paper App. A.3; docs/experiments.md, Models) scaled down:
 FFN at 3x, GQA with two query heads per key/value head, dims multiples of 128 (so every linear layer
@@ -57,20 +58,13 @@ does), or set the vocabulary through the config system.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
-import yaml
-
-from ..configs import PACKAGED
+from ..configs import Presets
 from .config import ModelConfig
 
-
-def _load() -> dict[str, ModelConfig]:
-    return {p.stem: ModelConfig(**yaml.safe_load(p.read_text()))
-            for p in sorted((PACKAGED / "model").glob("*.yaml"))}
-
-
-MODEL_PRESETS: dict[str, ModelConfig] = _load()
+MODEL_PRESETS: Mapping[str, ModelConfig] = Presets("model", lambda s: ModelConfig(**s))
 
 
 def model_preset(name: str, /, **changes) -> ModelConfig:

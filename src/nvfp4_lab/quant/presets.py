@@ -1,21 +1,18 @@
-"""The shipped recipes by name, read from the package's ``conf/quant/<name>.yaml``: one
-definition for the command line and the library (each file also says where its recipe
-comes from).
+"""The shipped recipes by name, read from the config tree the command line composes
+(``configs.conf_dir``: the package's ``conf/quant/<name>.yaml``, or ``$NVFP4_LAB_CONF``'s copy),
+so that an arm's ``preset: nvfp4`` and ``quant=nvfp4`` are one recipe. A file that starts from
+another of its group (``defaults: [nvfp4, _self_]``) is that one with its own keys merged over
+it, as Hydra composes it (``configs.option_settings``). Each file says where its recipe comes
+from.
 """
 from __future__ import annotations
 
-import yaml
+from collections.abc import Mapping
 
-from ..configs import PACKAGED
+from ..configs import Presets
 from .recipe import Recipe, from_dict
 
-
-def _load() -> dict[str, Recipe]:
-    return {p.stem: from_dict(yaml.safe_load(p.read_text()))
-            for p in sorted((PACKAGED / "quant").glob("*.yaml"))}
-
-
-PRESETS: dict[str, Recipe] = _load()
+PRESETS: Mapping[str, Recipe] = Presets("quant", from_dict)
 
 
 def preset(name: str, /, **changes) -> Recipe:

@@ -196,6 +196,32 @@ def test_conf_dir_from_the_environment_and_its_errors(monkeypatch, tmp_path):
     assert "NVFP4_LAB_CONF" in conf_source().describe()
 
 
+def test_presets_follow_the_tree_the_command_line_composes(monkeypatch, tmp_path):
+    """A copy of the tree with nvfp4's RHT at 32 points: quant=nvfp4, an arm's preset and
+    every recipe that starts from nvfp4 (``defaults: [nvfp4]``) read 32 there, 16 here."""
+    import shutil
+
+    from nvfp4_lab.model import MODEL_PRESETS
+
+    tree = tmp_path / "conf"
+    shutil.copytree(CONF, tree)
+    recipe = yaml.safe_load((tree / "quant" / "nvfp4.yaml").read_text())
+    recipe["rht"]["size"] = 32
+    (tree / "quant" / "nvfp4.yaml").write_text(yaml.safe_dump(recipe))
+    (tree / "model" / "nano.yaml").write_text(
+        (tree / "model" / "nano.yaml").read_text().replace("n_layers: 5", "n_layers: 3"))
+    starts = [p.stem for p in (CONF / "quant").glob("*.yaml")
+              if "nvfp4" in (yaml.safe_load(p.read_text()).get("defaults") or [])]
+    assert {"nvfp4_4over6", "nvfp4_row_scaled", "nvfp4_base"} <= set(starts)
+    here = {n: PRESETS[n].rht.size for n in ["nvfp4", *starts]}
+    monkeypatch.setenv("NVFP4_LAB_CONF", str(tree))
+    assert {n: PRESETS[n].rht.size for n in here} == {n: 32 for n in here}
+    assert MODEL_PRESETS["nano"].n_layers == 3
+    monkeypatch.delenv("NVFP4_LAB_CONF")
+    assert {n: PRESETS[n].rht.size for n in here} == here == {n: 16 for n in here}
+    assert MODEL_PRESETS["nano"].n_layers == 5
+
+
 @pytest.mark.parametrize("ablation", sorted(set(ABLATIONS) - {"smoke", "quickstart", "scaling",
                                                               "steps_vs_size", *V2}))
 def test_gpu_scale_composes_onto_every_ablation(composer, ablation):
