@@ -11,9 +11,9 @@ This module sits below both ``cli`` and ``analysis`` and imports neither: the pa
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Callable, Iterator, Mapping
 from typing import Any, TypeVar, cast
 
 ENV = "NVFP4_LAB_CONF"
@@ -47,6 +47,18 @@ def conf_source() -> ConfSource:
     if not (source.path / "config.yaml").is_file():
         raise SystemExit(f"nvfp4-lab: no config.yaml in {source.path} ({source.origin}); {fix}")
     return source
+
+
+ARM_SWEEP = "arm_sweep"    # ``arm: ${arm_sweep:}``: the sweeper's arms, named once
+
+
+def register_resolvers() -> None:
+    """``${arm_sweep:}``: the keys of the config's ``arms:`` as the comma list a sweeper
+    parameter takes, so that an ablation names each arm once and every arm it defines runs."""
+    from omegaconf import OmegaConf
+
+    if not OmegaConf.has_resolver(ARM_SWEEP):
+        OmegaConf.register_new_resolver(ARM_SWEEP, lambda *, _root_: ",".join(_root_.arms))
 
 
 def conf_dir() -> Path:

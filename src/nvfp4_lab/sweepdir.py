@@ -15,10 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
+from omegaconf import OmegaConf
 
+from .configs import register_resolvers
 from .rundir import SUMMARY, Status, status, sweep_jobs
 
 MULTIRUN = "multirun.yaml"
@@ -43,8 +45,7 @@ class SweepDir:
             return None
         raw = yaml.safe_load(path.read_text()) or {}
         hydra = raw.get("hydra") or {}
-        return cls(Path(folder), raw.get("name"),
-                   dict((hydra.get("sweeper") or {}).get("params") or {}),
+        return cls(Path(folder), raw.get("name"), sweep_params(path),
                    tuple((hydra.get("overrides") or {}).get("task") or ()))
 
     @property
@@ -70,3 +71,12 @@ class SweepDir:
     def done(self) -> list[Path]:
         """Its runs whose summary says done."""
         return [r for r in self.runs() if status(r) == Status.done]
+
+
+def sweep_params(path: Path) -> dict[str, Any]:
+    """The sweeper's parameters of a ``multirun.yaml`` or an ablation file, as Hydra expands
+    them (``${arm_sweep:}`` resolved: Hydra records the config unresolved)."""
+    register_resolvers()
+    params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params")
+    return {} if params is None else cast(dict[str, Any],
+                                          OmegaConf.to_container(params, resolve=True))

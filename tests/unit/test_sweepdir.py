@@ -17,7 +17,7 @@ RAW = {"name": "formats",
 
 def _sweep(tmp_path: Path, raw: dict | None = RAW) -> Path:
     if raw is not None:
-        (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(raw))
+        (tmp_path / "multirun.yaml").write_text(yaml.safe_dump(raw, sort_keys=False))
     return tmp_path
 
 
@@ -66,3 +66,14 @@ def test_two_sweeps_of_one_grid_compare_equal_and_another_grid_does_not(tmp_path
     _sweep(a), _sweep(b)
     _sweep(c, {**RAW, "hydra": {**RAW["hydra"], "sweeper": {"params": {"seed": "0"}}}})
     assert SweepDir.read(a).grid == SweepDir.read(b).grid != SweepDir.read(c).grid
+
+
+def test_an_arm_sweep_named_once_reads_as_the_sweep_ran_it(tmp_path):
+    """``arm: ${arm_sweep:}`` (Hydra records it unresolved): the keys of ``arms:``, in order."""
+    raw = {**RAW, "arms": {"full": {}, "without_sr": {}, "without_2d": {}},
+           "hydra": {"sweeper": {"params": {"seed": "0,1", "arm": "${arm_sweep:}"}},
+                     "overrides": {"task": ["+ablation=components"]}}}
+    s = SweepDir.read(_sweep(tmp_path, raw))
+    assert s.params == {"seed": "0,1", "arm": "full,without_sr,without_2d"}
+    assert [j[:2] for j in s.jobs()][:4] == [["seed=0", "arm=full"], ["seed=0", "arm=without_sr"],
+                                            ["seed=0", "arm=without_2d"], ["seed=1", "arm=full"]]

@@ -28,8 +28,15 @@ from . import (
     steps_vs_size_report,
 )
 from . import verdicts as v
-from .answers import (counted_answers, fresh_seeds, owners, rule_md, supersede, target_text,
-                      to_buy_md)
+from .answers import (
+    counted_answers,
+    fresh_seeds,
+    owners,
+    rule_md,
+    supersede,
+    target_text,
+    to_buy_md,
+)
 from .claims import (
     METRICS,
     PRIMARY,

@@ -32,6 +32,7 @@ from typing import Any
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from ..configs import register_resolvers
 from ..data import DataConfig
 from ..formats.spec import E8M0_MODES, ERRORS, SIGN_POLICIES, SR_MODES
 from ..model import ModelConfig
@@ -320,8 +321,9 @@ class RootConfig:
 
 def register() -> None:
     """Put the root schema where ``conf/config.yaml`` names it first in its defaults list;
-    it types every group (``model``, ``quant``, ...) below it."""
+    it types every group (``model``, ``quant``, ...) below it. The configs' resolvers too."""
     ConfigStore.instance().store(name="config_schema", node=RootConfig)
+    register_resolvers()
 
 
 def apply_arm(cfg: DictConfig) -> DictConfig:

@@ -106,7 +106,6 @@ def oracle(folder: Path) -> list[dict]:
             r["own"] = (m, lo, hi)
             p_tost = max(stats.t.sf((m + MARGIN) / se, dof), stats.t.cdf((m - MARGIN) / se, dof))
             p0 = 2 * stats.t.sf(abs(m) / se, dof)
-            pg = r["paper_gap"]
             if r["same"]:       # TOST first: its 90% interval inside the margin is equivalent
                 word = ("equivalent" if p_tost < 0.05 else
                         "contradicted" if lo > 0 or hi < 0 else "not resolved")

@@ -17,6 +17,7 @@ from nvfp4_lab.analysis.paper import (
 )
 from nvfp4_lab.analysis.publish import STUDIES
 from nvfp4_lab.configs import conf_dir, paper_dir
+from nvfp4_lab.sweepdir import sweep_params
 
 CONF = conf_dir()
 ABLATIONS = sorted(p.stem for p in (CONF / "ablation").glob("*.yaml"))
@@ -31,7 +32,7 @@ def ablation_yaml(name: str) -> dict:
 
 def swept(name: str, axis: str) -> list[str]:
     """The labels an ablation sweeps along ``axis`` (the comma-separated sweeper values)."""
-    params = ablation_yaml(name)["hydra"]["sweeper"]["params"]
+    params = sweep_params(CONF / "ablation" / f"{name}.yaml")
     assert axis in params, f"{name}: the paper file's axis {axis!r} is not swept"
     return [v.strip() for v in str(params[axis]).split(",")]
 

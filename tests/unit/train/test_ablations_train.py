@@ -14,6 +14,7 @@ import yaml
 from helpers.runs import fast
 
 from nvfp4_lab.configs import conf_dir
+from nvfp4_lab.sweepdir import sweep_params
 from nvfp4_lab.train.schema import apply_arm
 from nvfp4_lab.train.task import train
 
@@ -29,8 +30,7 @@ def jobs():
     same sweep from their switch step, which test_branch.py trains."""
     for path in sorted((CONF / "ablation").glob("*.yaml")):
         ablation = yaml.safe_load(path.read_text())
-        swept = {k: str(v).split(",") for k, v in ablation["hydra"]["sweeper"]["params"].items()
-                 if k not in LENGTH}
+        swept = {k: str(v).split(",") for k, v in sweep_params(path).items() if k not in LENGTH}
         branches = {a for a, c in (ablation.get("arms") or {}).items() if "branch_from" in c}
         for values in itertools.product(*swept.values()):
             if not branches & set(values):

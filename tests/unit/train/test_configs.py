@@ -12,6 +12,7 @@ from omegaconf.errors import ConfigKeyError, ValidationError
 
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.quant import PRESETS, from_dict, to_dict
+from nvfp4_lab.sweepdir import sweep_params
 from nvfp4_lab.train.schema import LoggerConfig, apply_arm, recipe_of
 
 CONF = conf_dir()
@@ -51,12 +52,13 @@ def test_ablation_composes_with_its_arms(composer, ablation):
     cfg = composer([f"+ablation={ablation}"])
     text = (CONF / "ablation" / f"{ablation}.yaml").read_text()
     assert text.startswith("# @package _global_\n# ")   # a header naming what it reproduces
-    params = yaml.safe_load(text)["hydra"]["sweeper"]["params"]
+    params = sweep_params(CONF / "ablation" / f"{ablation}.yaml")
     seeds = str(params["seed"]).split(",")
     if ablation not in ("smoke", "quickstart"):       # effects under 1%: >= 3 seeds
         assert len(seeds) >= 3
     arms = str(params.get("arm", "")).split(",") if "arm" in params else []
-    assert sorted(arms) == sorted(cfg.arms)            # every arm is swept, no stray ones
+    assert arms == list(cfg.arms)                      # every arm is swept, no stray ones
+    assert ("arm: ${arm_sweep:}" in text) == bool(cfg.arms)      # named once, under arms:
     names = set()
     for arm in arms:
         cfg.arm = arm
