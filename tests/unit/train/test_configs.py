@@ -73,10 +73,15 @@ V2 = sorted(a for a in ABLATIONS if a.endswith("_v2"))
 
 @pytest.mark.parametrize("ablation", V2)
 def test_design_v2_is_the_lab_scale_with_every_step_logged(composer, ablation):
-    """A design-v2 file includes the lab scale itself; only the logging cadence differs. It
-    is named for its v1 ablation (whose paper entry it is tested against) and seed-major."""
+    """A design-v2 file starts from the design (conf/design/v2.yaml: the lab scale, every step
+    logged), which it does not copy; it is named for its v1 ablation (whose paper entry it is
+    tested against) and seed-major. The design on the v1 file composes the same run."""
     scale = yaml.safe_load((CONF / "scale" / "lab.yaml").read_text())
+    text = (CONF / "ablation" / f"{ablation}.yaml").read_text()
+    assert "  - /design: v2\n" in text and "/scale" not in text and "log_every" not in text
     cfg = composer([f"+ablation={ablation}"])
+    v1 = composer([f"+ablation={ablation.removesuffix('_v2')}", "+design=v2"])
+    assert OmegaConf.to_container(v1.train) == OmegaConf.to_container(cfg.train)
     assert (cfg.model.name, cfg.data.tokenizer, cfg.name) == ("nano", "bytes",
                                                                ablation.removesuffix("_v2"))
     assert {k: cfg.train[k] for k in scale["train"]} == {**scale["train"], "log_every": 1}
