@@ -60,6 +60,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
+from typing import Any
 
 from ..configs import Presets
 from .config import ModelConfig
@@ -67,7 +68,7 @@ from .config import ModelConfig
 MODEL_PRESETS: Mapping[str, ModelConfig] = Presets("model", lambda s: ModelConfig(**s))
 
 
-def model_preset(name: str, /, **changes) -> ModelConfig:
+def model_preset(name: str, /, **changes: Any) -> ModelConfig:
     """A copy of the preset ``name`` with ``changes`` applied (validated again)."""
     if name not in MODEL_PRESETS:
         raise ValueError(f"model={name!r} is not one of {', '.join(MODEL_PRESETS)}")

@@ -52,11 +52,17 @@ import hashlib
 import json
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 from ..model.presets import model_preset
 from .recipe import NO_BACKEND
+
+if TYPE_CHECKING:
+    from ..formats.spec import QuantSpec
+    from ..model.config import ModelConfig
 
 # compiled over reference ms/step for NVFP4 at nano, for a backend this machine has not
 # measured yet (benchmarks/RESULTS.md, Where the compiled backend's bars stand, over Eager
@@ -100,7 +106,8 @@ class Choice:
     probe: bool = False   # nothing known: time the reference's first steps, then decide
 
 
-def run_key(specs, model_cfg, tokens_per_step: int, threads: int) -> RunKey:
+def run_key(specs: Sequence[QuantSpec], model_cfg: ModelConfig, tokens_per_step: int,
+            threads: int) -> RunKey:
     """The key a run's timing is filed under: its quantizer specs (none for BF16), the model
     config (vocabulary resolved), tokens per step, threads, torch version."""
     import torch
@@ -144,7 +151,7 @@ def _rates(key: RunKey, path: Path | None) -> tuple[float, float, float, str] | 
     ref, comp = known.get("reference"), known.get("compiled")
     if ref is None and comp is None:
         return None
-    ref_ms = ref.ms_per_step if ref else comp.ms_per_step / COMPILED_STEP_RATIO
+    ref_ms = ref.ms_per_step if ref else cast(Timing, comp).ms_per_step / COMPILED_STEP_RATIO
     comp_ms = comp.ms_per_step if comp else ref_ms * COMPILED_STEP_RATIO
     startup = comp.startup_s if comp else cold_compile_s(path)
     return ref_ms, comp_ms, startup, ("measured" if ref and comp else
@@ -257,7 +264,7 @@ def choose(key: RunKey, steps: int, path: Path | None = None) -> Choice:
                       probe=True)
     ref_ms, comp_ms, startup, how = rates
     times = _times(rates, steps)                # one read of the ledger, not two
-    best = min(times, key=times.get)
+    best = min(times, key=lambda b: times[b])
     return Choice(best, f"{steps} steps: compiled ~{times['compiled']:.0f} s (start-up "
                         f"{startup:.0f} s + {comp_ms:.0f} ms/step) vs reference "
                         f"~{times['reference']:.0f} s ({ref_ms:.0f} ms/step), {how}")

@@ -65,7 +65,7 @@ class Operand:
         return f"{s.fmt} {block} axis={s.axis} {rounding}{four6}{rows}{rht}"
 
 
-GemmPlan = dict  # operand name -> Operand, for the six OPERANDS
+GemmPlan = dict[str, Operand]  # operand name -> Operand, for the six OPERANDS
 
 
 def operand_plan(recipe: Planned) -> GemmPlan:

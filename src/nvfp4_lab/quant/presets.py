@@ -8,6 +8,7 @@ from.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from ..configs import Presets
 from .recipe import Recipe, from_dict
@@ -15,7 +16,7 @@ from .recipe import Recipe, from_dict
 PRESETS: Mapping[str, Recipe] = Presets("quant", from_dict)
 
 
-def preset(name: str, /, **changes) -> Recipe:
+def preset(name: str, /, **changes: Any) -> Recipe:
     """A preset by name, optionally with fields changed (nested ones as dicts)."""
     if name not in PRESETS:
         raise ValueError(f"quant={name!r} is not one of {', '.join(PRESETS)}")

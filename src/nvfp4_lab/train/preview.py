@@ -41,7 +41,7 @@ def job_overrides(argv: list[str]) -> tuple[list[list[str]], int, Path | None]:
             Path(str(cfg.hydra.sweep.dir)))
 
 
-def finished(sweep: Path | None, num: int, cfg) -> bool:
+def finished(sweep: Path | None, num: int, cfg: DictConfig) -> bool:
     """Whether job ``num`` of ``sweep`` is there and done with this config (the task skips it:
     ``rundir.check_can_start``)."""
     found = sorted(sweep.glob(f"{num}_*/seed={cfg.seed}")) if sweep and sweep.is_dir() else []
@@ -59,7 +59,7 @@ def finished(sweep: Path | None, num: int, cfg) -> bool:
 def _first_values(overrides: list[str]) -> list[str]:
     parsed = OverridesParser.create().parse_overrides(overrides)
     return [f"{o.get_key_element()}={next(iter(o.sweep_string_iterator()))}"
-            if o.is_sweep_override() else o.input_line for o in parsed]
+            if o.is_sweep_override() else str(o.input_line) for o in parsed]
 
 
 @dataclass(frozen=True)

@@ -72,7 +72,8 @@ class SweepPlan:
     def total(self) -> float | None:
         """The sweep's wall seconds, from the jobs with an estimate; None if none has one."""
         known = self.known()
-        return makespan([j.seconds for j in known], self.parallel) if known else None
+        return makespan([j.seconds for j in known if j.seconds is not None],
+                        self.parallel) if known else None
 
     def left_after(self, job: int, job_left: float, job_seconds: float) -> tuple[float, bool]:
         """Seconds until the sweep ends when job ``job`` ends in ``job_left`` and takes
@@ -84,7 +85,7 @@ class SweepPlan:
                 any(j.seconds is None or j.estimate for j in later))
 
 
-def parallel_jobs(launcher) -> int:
+def parallel_jobs(launcher: DictConfig) -> int:
     """Jobs the sweep's launcher runs at once: joblib's ``n_jobs`` (-1: one per core, -2: all
     cores but one, ...), else 1."""
     if "joblib" not in str(launcher.get("_target_")):
