@@ -17,8 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from .configs import register_resolvers
 from .rundir import SUMMARY, Status, status, sweep_jobs
@@ -43,10 +42,9 @@ class SweepDir:
         path = Path(folder) / MULTIRUN
         if not path.is_file():
             return None
-        raw = yaml.safe_load(path.read_text()) or {}
-        hydra = raw.get("hydra") or {}
-        return cls(Path(folder), raw.get("name"), sweep_params(path),
-                   tuple((hydra.get("overrides") or {}).get("task") or ()))
+        cfg = OmegaConf.load(path)
+        return cls(Path(folder), OmegaConf.select(cfg, "name"), _params(cfg),
+                   tuple(map(str, OmegaConf.select(cfg, "hydra.overrides.task") or ())))
 
     @property
     def command(self) -> str:
@@ -76,7 +74,11 @@ class SweepDir:
 def sweep_params(path: Path) -> dict[str, Any]:
     """The sweeper's parameters of a ``multirun.yaml`` or an ablation file, as Hydra expands
     them (``${arm_sweep:}`` resolved: Hydra records the config unresolved)."""
+    return _params(OmegaConf.load(path))
+
+
+def _params(cfg: DictConfig | ListConfig) -> dict[str, Any]:
     register_resolvers()
-    params = OmegaConf.select(OmegaConf.load(path), "hydra.sweeper.params")
+    params = OmegaConf.select(cfg, "hydra.sweeper.params")
     return {} if params is None else cast(dict[str, Any],
                                           OmegaConf.to_container(params, resolve=True))
