@@ -287,21 +287,13 @@ def _index(argv: list[str]) -> int:
               file=sys.stderr)
         return 2
     try:
-        index = write_index(Path(argv[0]), machine_class=_machine_class())
+        index = write_index(Path(argv[0]))
         changed = redraw(Path(argv[0]))
         print(f"index: {index}\nreports: {len(changed)} redrawn, {sum(changed.values())} changed")
     except (FileNotFoundError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     return 0
-
-
-def _machine_class() -> str:
-    """This machine's class (``info``'s "machine class"), which the index sizes fresh seeds
-    for."""
-    from .train.machine import Machine
-
-    return str(Machine.here().cls)
 
 
 def publish(argv: list[str]) -> int:
@@ -325,7 +317,7 @@ def publish(argv: list[str]) -> int:
         dest = copy_sweep(args.sweep, args.to, args.folder)
         draw(dest, args.to)
         print(f"published: {dest}\nindex: "
-              f"{write_index(args.to, machine_class=_machine_class())}")
+              f"{write_index(args.to)}")
     except (FileNotFoundError, FileExistsError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -156,8 +156,7 @@ def claim_gaps(runs: pd.DataFrame, claim: Claim, metric: str) -> pd.DataFrame:
     a baseline a): seed, baseline_value (a's), value (b's), gap."""
     pairs = paired_gaps(runs, claim.better, metric)
     mine = pairs[pairs["label"] == claim.worse]
-    a, b = mine["baseline_value"], mine["value"]
-    return mine[["seed", "baseline_value", "value"]].assign(gap=(b - a) / a * 100.0)
+    return mine[["seed", "baseline_value", "value"]].assign(gap=mine["gap_pct"])
 
 
 def _first(sweep: Sweep, claim: Claim, metric: str) -> ClaimResult:

@@ -254,7 +254,8 @@ def collect(paths: list[str | Path]) -> Collection:
                      **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
                                                     "final_val_bpb", "final_train_loss",
                                                     "tokens", "steps", "wall_seconds",
-                                                    "tokens_per_second", "backend", "model")}})
+                                                    "tokens_per_second", "backend", "model",
+                                                    "finished")}})
         curves.append(metrics.reindex(columns=CURVE_COLUMNS).assign(run=run_id))
         layers.append(_layer_table(run_id, metrics))
     return _assemble(rows, curves, layers, skipped, root)
@@ -285,8 +286,8 @@ def _assemble(rows, curves, layers, skipped, root) -> Collection:
     keep = ["run", "label", "seed", "status", "recipe", *axes, "final_val_loss",
             "best_val_loss", "final_val_bpb", "final_train_loss", "tail_train_loss", "tokens",
             "steps", "decay_start", "device", "params", "wall_seconds", "tokens_per_second",
-            "backend", "model", "machine_class", "data.tokenizer", "data.vocab_size",
-            "quant.format", "name", "path"]
+            "backend", "model", "machine_class", "finished", "data.tokenizer",
+            "data.vocab_size", "quant.format", "name", "path"]
     runs = _launch_order(runs.reindex(columns=list(dict.fromkeys(keep))))
     meta = runs[["run", "label", "seed"]]
     curves = pd.concat(curves, ignore_index=True).merge(meta, on="run")

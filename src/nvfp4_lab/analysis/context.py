@@ -19,6 +19,7 @@ gap just observed) and what they would cost on this machine.
 from __future__ import annotations
 
 import math
+import shutil
 from pathlib import Path
 
 import pandas as pd
@@ -27,7 +28,7 @@ from scipy import stats
 from ..configs import paper_dir
 from .claims import PRIMARY
 from .paper import PaperResult
-from .stats import CLAIM_CONVENTION, CLAIM_GAP
+from .stats import CLAIM_CONVENTION, CLAIM_GAP, FLOAT_FORMAT
 from .verdicts import seeds_text
 
 CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd", "lo", "hi",
@@ -36,6 +37,7 @@ CLAIM_COLUMNS = ["table", "sweep", "claim", "metric", "kind", "n", "mean", "sd",
                  "verdict_v2_rule", "verdict_amendment8", "size", "carried_gap", "carried_lo",
                  "carried_hi", "carried_regime", "gap_convention"]
 SHIPPED = "lab_claims.csv"
+LAW_COLUMNS = ("carried_gap", "carried_lo", "carried_hi")     # from the laws' fits
 ONE_RUN_SHOWS = 0.9      # the share of seeds above which one run is said to show an ordering
 
 
@@ -45,14 +47,16 @@ def shipped() -> pd.DataFrame:
     return pd.read_csv(path) if path.is_file() else pd.DataFrame(columns=CLAIM_COLUMNS)
 
 
-def refresh_shipped(results: Path, table: pd.DataFrame) -> Path | None:
-    """Copy ``table`` into the package when ``results`` is this checkout's own results/ (a
-    user's index elsewhere leaves the shipped data alone); returns the path written."""
+def write_claims(results: Path, table: pd.DataFrame) -> None:
+    """``claims.csv`` in ``results``: the columns carried by the laws at ``FLOAT_FORMAT`` (their
+    fits' last bits differ between CPUs), the rest whole; copied into the package when
+    ``results`` is this checkout's own results/ (a user's index elsewhere leaves it alone)."""
+    laws = {c: table[c].map(lambda x: FLOAT_FORMAT % x, na_action="ignore")
+            for c in LAW_COLUMNS}
+    table.assign(**laws).to_csv(results / "claims.csv", index=False)
     checkout = paper_dir().parents[2] / "results"
-    if not checkout.is_dir() or Path(results).resolve() != checkout.resolve():
-        return None
-    table.to_csv(paper_dir() / SHIPPED, index=False)
-    return paper_dir() / SHIPPED
+    if checkout.is_dir() and Path(results).resolve() == checkout.resolve():
+        shutil.copyfile(results / "claims.csv", paper_dir() / SHIPPED)
 
 
 def _rows(published: pd.DataFrame, claim) -> pd.DataFrame:

@@ -49,7 +49,7 @@ from .claims import (
     load_sweep,
     tally,
 )
-from .context import CLAIM_COLUMNS, refresh_shipped, source
+from .context import CLAIM_COLUMNS, source, write_claims
 from .paper import GAP_METRICS, load_all, load_paper
 from .publish import ABLATIONS, BEYOND_PAPER, STUDIES
 from .sections import markdown, models_text, scale_text, signed
@@ -274,11 +274,10 @@ def _carried_columns(c: carry.Carried | None) -> dict:
             "carried_regime": f"{c.regime}; {c.laws}"}
 
 
-def index_markdown(results: Path, paper_dir: Path | None = None,
-                   machine_class: str | None = None) -> str:
+def index_markdown(results: Path, paper_dir: Path | None = None) -> str:
     """The whole ``results/README.md``; writes ``figures/forest.png`` and ``claims.csv`` (and
-    the package's copy of it, for the checkout's own results/) on the way. ``machine_class``:
-    the class fresh seeds are sized and costed for (``nvfp4-lab info``); None: not sized."""
+    the package's copy of it, for the checkout's own results/) on the way. Fresh seeds are
+    costed on the class of the newest published run (``machines.newest``)."""
     ablations, pending = _sweeps(results, ABLATIONS, paper_dir)
     beyond, beyond_pending = _sweeps(results, BEYOND_PAPER, paper_dir)
     v2 = _v2_tables(results, paper_dir)
@@ -289,11 +288,11 @@ def index_markdown(results: Path, paper_dir: Path | None = None,
                     for m in METRICS if m != PRIMARY and v2}}
     tested = by_metric[PRIMARY]
     current = counted_answers(tables, tested, [V1, *v2])
+    machine_class = machines.newest(s.runs for t in tables.values() for s in t)
     figures.save(paper_figures.forest_figure(forest_table(tested)), results / "figures",
                  "forest", pdf=False)
     data = claims_table(tables, by_metric, current)
-    data.to_csv(results / "claims.csv", index=False)
-    refresh_shipped(results, data)
+    write_claims(results, data)
     if (results / "discussion.md").is_file():
         page = results / "discussion.md"
         page.write_text(discussion.refresh(page.read_text(), data))
@@ -465,9 +464,8 @@ def _study_md(folder: Path, link: str) -> str:
     return "\n\n".join(map(markdown, parts))
 
 
-def write_index(results: Path, paper_dir: Path | None = None,
-                machine_class: str | None = None) -> Path:
+def write_index(results: Path, paper_dir: Path | None = None) -> Path:
     """Write ``results/README.md`` (and its forest figure); returns its path."""
     out = results / "README.md"
-    out.write_text(index_markdown(results, paper_dir, machine_class))
+    out.write_text(index_markdown(results, paper_dir))
     return out

@@ -21,6 +21,8 @@ from fnmatch import fnmatch
 from itertools import combinations
 from pathlib import Path
 
+import pandas as pd
+
 TABLE = "machine_classes.csv"
 COLUMNS = ("pattern", "machine_class", "source")
 UNKNOWN = "unknown"
@@ -99,6 +101,14 @@ def label(classes: Iterable[object]) -> str:
     if len(counts) <= 1:
         return next(iter(counts), NOT_RECORDED)
     return "mixed: " + "; ".join(f"{c} ({n} runs)" for c, n in sorted(counts.items()))
+
+
+def newest(tables: Iterable[pd.DataFrame]) -> str | None:
+    """The class of the run that finished last (collect's tables): the lab's current machine,
+    which the index prices fresh seeds on, whatever machine draws it."""
+    runs = pd.concat([pd.DataFrame(columns=["finished", "machine_class"]), *tables])
+    done = runs.dropna(subset=["finished", "machine_class"]).sort_values("finished")
+    return None if done.empty else str(done["machine_class"].iloc[-1])
 
 
 def agreement(labels: Iterable[str]) -> str:

@@ -14,18 +14,18 @@ is fitted to the relative or the absolute gap by least squares on the logs of th
 Cells with a mean gap <= 0 have no log: they are left out and listed. One size cannot give b.
 
 Intervals on log k, a and b are percentiles of a bootstrap over seeds, drawn from a numpy
-Generator of fixed seed so that published numbers regenerate exactly: each resample draws every
-cell's n seed gaps with replacement, recomputes the cell means and refits. The draws are not the
-gaps x_i themselves but mean + sqrt(n / (n - 1)) (x_i - mean), so that a resampled cell mean has
-variance s^2 / n (s^2 the unbiased sample variance), not the plain bootstrap's (n - 1)/n s^2 / n,
-2/3 of it at n = 3: on synthetic studies (4 sizes x 5 D/N x 3 seeds, log-normal seed noise of
-10% or 30%) the 95% intervals on a and b then cover ~93% of the time instead of ~86%. A cell
-with one seed has no deviation to resample and stays fixed at its value. A cell whose resampled
-mean is <= 0 drops out of that resample only; a resample whose cells cannot identify the 3
-parameters (one size, or one D/N level: values a tenth of a decade apart count as one) is
-skipped and counted.
-Not a parametric bootstrap: that covers at most ~1.5 points nearer 95% but assumes a shape for
-the seed noise (notebooks/LOG.md, 2026-12-04 (session 22)).
+Generator of fixed seed so that published numbers regenerate (to the ten digits of
+``stats.FLOAT_FORMAT`` on any CPU: BLAS kernels differ in the last bits): each resample draws
+every cell's n seed gaps with replacement, recomputes the cell means and refits. The draws are
+not the gaps x_i themselves but mean + sqrt(n / (n - 1)) (x_i - mean), so that a resampled cell
+mean has variance s^2 / n (s^2 the unbiased sample variance), not the plain bootstrap's (n -
+1)/n s^2 / n, 2/3 of it at n = 3: on synthetic studies (4 sizes x 5 D/N x 3 seeds, log-normal
+seed noise of 10% or 30%) the 95% intervals on a and b then cover ~93% of the time instead of
+~86%. A cell with one seed has no deviation to resample and stays fixed at its value. A cell
+whose resampled mean is <= 0 drops out of that resample only; a resample whose cells cannot
+identify the 3 parameters (one size, or one D/N level: values a tenth of a decade apart count
+as one) is skipped and counted. Not a parametric bootstrap: that covers at most ~1.5 points
+nearer 95% but assumes a shape for the seed noise (notebooks/LOG.md, 2026-12-04 (session 22)).
 
 Which form fits better: log rel_gap = log abs_gap - log L_bf16 and both laws have 3 parameters,
 so on the cells both fits use, the one with the smaller residual RMS in log gap wins. Whether
@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from .stats import mean_ci
+from .stats import mean_ci, paired
 
 FORMS = {"relative": "rel_gap", "absolute": "abs_gap"}
 LEVEL = 0.95
@@ -155,11 +155,8 @@ def paired_gaps(runs: pd.DataFrame, recipe: str, against: str = "bf16") -> pd.Da
     """Per-seed gaps of ``recipe`` to ``against``: one row per (size, params, tokens, tpp,
     seed) where both have a run with a finite loss; a run without its partner is dropped.
     Columns: those keys, loss, loss_against, abs_gap and rel_gap (positive = recipe worse)."""
-    out = _runs_of(runs, recipe).merge(_runs_of(runs, against), on=_KEYS,
-                                       suffixes=("", "_against"))
+    out = paired(_runs_of(runs, recipe), _runs_of(runs, against), _KEYS)
     out["tpp"] = out["tokens"] / out["params"]
-    out["abs_gap"] = out["loss"] - out["loss_against"]
-    out["rel_gap"] = out["abs_gap"] / out["loss_against"]
     columns = [*_KEYS[:3], "tpp", "seed", "loss", "loss_against", "abs_gap", "rel_gap"]
     return out[columns].sort_values(["params", "tpp", "seed"]).reset_index(drop=True)
 

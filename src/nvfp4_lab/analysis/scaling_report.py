@@ -19,6 +19,7 @@ import pandas as pd
 from ..sweepdir import SweepDir
 from . import extrapolation, holdout, scaling
 from . import scaling_figures as figures
+from .stats import FLOAT_FORMAT
 
 COMPARISONS = (("nvfp4", "bf16"), ("mxfp4", "bf16"), ("mxfp4", "nvfp4"))
 CELL = ("train.tokens_per_param", "model")      # the grid's keys a pending run is listed by
@@ -147,7 +148,8 @@ def _comparison(study: pd.DataFrame, recipe: str, against: str, out: Path,
     figures.plot_residuals(best, out / "figures" / f"scaling_{name}_residuals.png",
                            (recipe, against))
     table = pd.DataFrame([_fit_row(f) for f in fits.values()])
-    table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False)
+    table.to_csv(out / "tables" / f"scaling_{name}_fit.csv", index=False,
+                 float_format=FLOAT_FORMAT)
     return [*parts, fit_md(table), in_words(table), choice.reason,
             *_extrapolation(fits, recipe, against), *checked,
             *(f"![{name} {form}](figures/scaling_{name}_{form}.png)"
@@ -282,7 +284,8 @@ def _holdout(gaps: pd.DataFrame, held: tuple[str, float, float],
                    "predicted_hi": h.predicted.hi, "seeds": h.observed.n,
                    "observed": h.observed.mean, "observed_lo": h.observed.lo,
                    "observed_hi": h.observed.hi, "reading": h.reading}
-                  for h in checks.values()]).to_csv(csv, index=False)
+                  for h in checks.values()]).to_csv(csv, index=False,
+                                                    float_format=FLOAT_FORMAT)
     scale = {"relative": (100, "%"), "absolute": (1, " nats")}
     shown = pd.DataFrame([{
         "form": h.form, "cells fitted": h.fitted,

@@ -37,6 +37,10 @@ GAP_CONVENTION = "positive = worse"     # what every gap to a baseline is named 
 CLAIM_GAP = "(b - a) / a x 100"
 CLAIM_CONVENTION = "positive = the second-named arm worse"
 CLAIM_SIGN_CHANGED = "2026-12-07"   # pages and status lines dated before it wrote (a - b) / a
+# Derived tables' numbers as published: least squares' last bits differ with the CPU's BLAS
+# kernels (AMD family 25 and 26 disagree in the 16th digit), so a law's fit and what is carried
+# by it would not regenerate on another machine at full precision; at ten digits they do.
+FLOAT_FORMAT = "%.10g"
 
 
 @dataclass(frozen=True)
@@ -87,8 +91,19 @@ def _finished(runs: pd.DataFrame, metric: str) -> pd.DataFrame:
     return done[np.isfinite(done[metric].to_numpy(dtype=float))]
 
 
+def paired(of: pd.DataFrame, against: pd.DataFrame, on: list[str],
+           loss: str = "loss") -> pd.DataFrame:
+    """The lab's one paired gap, positive = ``of`` has the higher loss: every row of ``of``
+    with a row of ``against`` equal on ``on``, with ``{loss}_against``, abs_gap = loss -
+    loss_against and rel_gap = abs_gap / loss_against (rows in ``of``'s order)."""
+    out = of.merge(against[[*on, loss]], on=on, suffixes=("", "_against"))
+    out["abs_gap"] = out[loss] - out[f"{loss}_against"]
+    out["rel_gap"] = out["abs_gap"] / out[f"{loss}_against"]
+    return out
+
+
 def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
-    """Per-seed gaps of every other label to ``baseline`` on ``metric``.
+    """Per-seed gaps of every other label to ``baseline`` on ``metric`` (``paired``).
 
     One row per (label, seed) for which both the label and the baseline have a "done" run
     with a finite metric: label, seed, value, baseline_value and
@@ -99,11 +114,10 @@ def paired_gaps(runs: pd.DataFrame, baseline: str, metric: str) -> pd.DataFrame:
     _require_label(runs, baseline, "baseline")
     per_seed = _finished(runs, metric).groupby(["label", "seed"], sort=False)[metric].mean()
     per_seed = per_seed.rename("value").reset_index()
-    ref = per_seed[per_seed["label"] == baseline][["seed", "value"]]
-    ref = ref.rename(columns={"value": "baseline_value"})
-    exp = per_seed[per_seed["label"] != baseline]
-    out = exp.merge(ref, on="seed", how="inner")
-    out["gap_pct"] = (out["value"] - out["baseline_value"]) / out["baseline_value"] * 100.0
+    mine = per_seed["label"] == baseline
+    out = paired(per_seed[~mine], per_seed[mine], ["seed"], "value")
+    out = out.rename(columns={"value_against": "baseline_value"}).assign(
+        gap_pct=out["rel_gap"] * 100.0)
     order = {label: i for i, label in enumerate(_labels(runs))}
     out = out.assign(_order=out["label"].map(order)).sort_values(["_order", "seed"])
     return out[["label", "seed", "value", "baseline_value", "gap_pct"]].reset_index(drop=True)

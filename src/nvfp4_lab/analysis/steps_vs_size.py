@@ -28,6 +28,7 @@ import numpy as np
 import pandas as pd
 
 from .scaling import inflated
+from .stats import paired
 
 B_LAW = -0.362                 # the scaling study's relative b, the steps reading's exponent
 REF_TOKENS_PER_STEP = 2048     # S_ref: the scaling grid's tokens a step
@@ -47,13 +48,10 @@ def paired_gaps(runs: pd.DataFrame, recipe: str = "nvfp4",
     done = runs[runs["status"] == "done"].dropna(subset=["final_val_loss", "steps"])
     done = done.assign(tokens_per_step=(done["tokens"] / done["steps"]).round().astype(int))
     keys = ["model", "params", "tokens_per_step", "steps", "seed"]
-    pick = ["recipe", *keys, "final_val_loss"]
-    out = done.loc[done["recipe"] == recipe, pick].merge(
-        done.loc[done["recipe"] == against, pick], on=keys, suffixes=("", "_against"))
-    out = out.rename(columns={"model": "size", "final_val_loss": "loss",
-                              "final_val_loss_against": "loss_against"})
-    out["abs_gap"] = out["loss"] - out["loss_against"]
-    out["rel_gap"] = out["abs_gap"] / out["loss_against"]
+    of, base = (done[done["recipe"] == r][["recipe", *keys, "final_val_loss"]]
+                for r in (recipe, against))
+    out = paired(of, base, keys, "final_val_loss").rename(columns={
+        "model": "size", "final_val_loss": "loss", "final_val_loss_against": "loss_against"})
     columns = ["size", "params", "tokens_per_step", "steps", "seed", "loss", "loss_against",
                "abs_gap", "rel_gap"]
     return out[columns].sort_values(["params", "steps", "seed"]).reset_index(drop=True)

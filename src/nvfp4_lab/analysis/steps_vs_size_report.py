@@ -14,7 +14,7 @@ import pandas as pd
 from ..sweepdir import SweepDir
 from . import steps_vs_size as svs
 from .scaling import inflated
-from .stats import mean_ci
+from .stats import FLOAT_FORMAT, mean_ci
 
 PLANNED_SEEDS = 8          # the plan's seeds; its reading waits for them (6 if type is lost)
 # the plan's anchors: the scaling grid's w64 cell at D/N 20 (N, steps at 2048 a step, gap)
@@ -163,9 +163,11 @@ def section(runs: pd.DataFrame, out: Path, jobs: int | None) -> list[Part]:
     if min(len(seeds), table["n"].min()) < 2:
         return parts + ["The exponent waits for two seeds in every cell."]
     fits = fit_table(gaps)
-    fits.to_csv(out / "tables" / "steps_vs_size_fit.csv", index=False)
+    fits.to_csv(out / "tables" / "steps_vs_size_fit.csv", index=False,
+                float_format=FLOAT_FORMAT)
     both = matched(gaps)
-    both.to_csv(out / "tables" / "steps_vs_size_matched.csv", index=False)
+    both.to_csv(out / "tables" / "steps_vs_size_matched.csv", index=False,
+                float_format=FLOAT_FORMAT)
     return parts + [_fit_md(fits), _verdict(fits.iloc[0], len(seeds)),
                     *([_matched_md(both)] if len(both) else [])]
 

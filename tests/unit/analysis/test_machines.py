@@ -117,3 +117,13 @@ def test_a_run_matched_by_two_rows_or_a_malformed_class_is_refused_by_name(resul
     table(results, {"formats/*": "AVX2 box"})
     with pytest.raises(ValueError, match="pattern formats/\\*: machine_class 'AVX2 box'"):
         machines.machine_class(run, None)
+
+
+def test_the_newest_class_is_that_of_the_run_that_finished_last():
+    runs = pd.DataFrame({"finished": ["2026-12-07T20:48:01", None, "2026-12-07T22:30:00",
+                                      "2026-12-08T01:00:00"],
+                         "machine_class": [AMD512, INTEL512, INTEL512, None]})
+    assert machines.newest([runs.iloc[:2], runs.iloc[2:]]) == INTEL512
+    assert machines.newest([runs.iloc[[0, 1, 3]]]) == AMD512
+    assert machines.newest([runs.iloc[[1, 3]]]) is None
+    assert machines.newest([]) is None

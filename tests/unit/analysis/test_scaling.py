@@ -1,6 +1,5 @@
 """analysis.scaling on synthetic runs drawn from a known law: gap = K (D/N)^A N^B per cell, times
 log-normal seed noise, on top of a BF16 loss that is a known function of N and D."""
-import hashlib
 import math
 
 import numpy as np
@@ -233,37 +232,46 @@ def test_extrapolate_is_the_law_by_hand_inside_its_bootstrap_interval():
         K * (1e12 / 1.2e9) ** A * 1.2e9 ** B, rel=1e-8)
 
 
-# Law A's numbers as scaling.fit gave them at 9b20528, before its helpers took other laws'
-# designs: published fits must regenerate bit for bit (float.hex; the draws by sha256).
+# Law A's numbers as scaling.fit gave them at 9b20528 (float.hex, AMD family 25), before its
+# helpers took other laws' designs, and its bootstrap draws' mean and sd per parameter (AMD
+# family 26, 2026-12-07): published fits must regenerate. Least squares' last bits differ with
+# the CPU's BLAS kernels (1e-14 between those two), so to 11 digits, which the published tables
+# keep fewer of (``stats.FLOAT_FORMAT``).
 BEFORE = {
     "relative": (["0x1.d2fbb7574b38dp-4", "0x1.c6f9aa61472f0p-1", "-0x1.2d5ba253cf538p-2",
                   "-0x1.0ab97b45417a8p+3", "0x1.d1e41e244d68cp+1", "0x1.c473f6d9a6894p-2",
                   "0x1.931e9c9df484bp+0", "-0x1.c2c186d913777p-1", "0x1.0f29d84326a5fp-3",
                   "0x1.522220794ef83p-1"],
-                 "2b090f22152b48525c1e15d27919ccf2493e535fe71c772dfc90dd638e8c2ac9"),
+                 ["-0x1.39a254c8e1878p+1", "0x1.beec8a8009c66p-1", "-0x1.126a3a29c9679p-2",
+                  "0x1.69d5f54ef97dap+1", "0x1.394152da13eb2p-2", "0x1.024feee011d84p-2"]),
     "absolute": (["0x1.55c48ca78a8cfp+9", "0x1.a32264d8a4df0p-1", "-0x1.acf096c1081a9p-1",
                   "0x1.98cfb0ccb54cdp-2", "0x1.8b856074f99a5p+3", "0x1.7b07e95733ddap-2",
                   "0x1.82d7956d604d7p+0", "-0x1.6cd58b9bbc819p+0", "-0x1.a5c5814829aa5p-2",
                   "0x1.60217e50a486bp-1"],
-                 "e249a84f97ea9e6a36e394575c71bc15e2ccfedd45af7f280c17d503dbe172fd"),
+                 ["0x1.9205dd0d11649p+2", "0x1.9dc960241c79ap-1", "-0x1.a150e6a66cc0fp-1",
+                  "0x1.6916b4f4e5401p+1", "0x1.3ae9571160b04p-2", "0x1.0267c917dc9fdp-2"]),
 }
 
 
-def test_law_a_regenerates_its_earlier_numbers_bit_for_bit():
+def test_law_a_regenerates_its_earlier_numbers_on_any_cpu():
     runs = make_runs(sigma=0.5, data_seed=7)
     fp4 = runs["recipe"] == "nvfp4"
     runs.loc[fp4, "loss"] -= 0.05 * runs.loc[~fp4, "loss"].to_numpy()   # 4 cells go <= 0
     gaps = paired_gaps(runs, "nvfp4")
     fits = {form: fit(gaps, form, resamples=300) for form in BEFORE}
-    for form, (numbers, digest) in BEFORE.items():
+    for form, (numbers, draws) in BEFORE.items():
         f = fits[form]
         got = [f.k, f.a, f.b, *f.log_k_ci, *f.a_ci, *f.b_ci, f.rms]
-        assert [x.hex() for x in got] == numbers
-        assert hashlib.sha256(f.draws.tobytes()).hexdigest() == digest
+        assert got == pytest.approx([float.fromhex(h) for h in numbers], rel=1e-11, abs=0)
+        assert [*f.draws.mean(axis=0), *f.draws.std(axis=0)] == pytest.approx(
+            [float.fromhex(h) for h in draws], rel=1e-11, abs=0)
         assert [(c.size, c.tpp) for c in f.excluded] == [
             ("s300k", 2.0), ("s300k", 5.0), ("s800k", 2.0), ("s2m", 2.0)]
     choice = better_form(gaps, fits["relative"], fits["absolute"])
-    assert [x.hex() for x in choice.diff_ci] == ["-0x1.f4de9a163796cp-5", "0x1.ea476280541afp-6"]
+    assert list(choice.diff_ci) == pytest.approx(
+        [float.fromhex("-0x1.f4de9a163796cp-5"), float.fromhex("0x1.ea476280541afp-6")],
+        rel=1e-11, abs=0)
     p = extrapolate(fits["relative"], 8e9, 1e12)
-    assert [x.hex() for x in (p.gap, p.lo, p.hi)] == [
-        "0x1.4c24da1d2e923p-7", "0x1.31ac84d28b1d3p-14", "0x1.cec0a668757e7p-1"]
+    assert [p.gap, p.lo, p.hi] == pytest.approx([float.fromhex(h) for h in (
+        "0x1.4c24da1d2e923p-7", "0x1.31ac84d28b1d3p-14", "0x1.cec0a668757e7p-1")],
+        rel=1e-11, abs=0)

@@ -5,7 +5,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from nvfp4_lab.analysis.stats import Interval, mean_ci, paired_gaps, recipe_table
+from nvfp4_lab.analysis.stats import Interval, mean_ci, paired, paired_gaps, recipe_table
 
 
 def t_df2(p):
@@ -140,3 +140,16 @@ def test_unknown_baseline_lists_labels():
         recipe_table(runs, baseline="fp32")
     with pytest.raises(ValueError, match=r"\['bf16', 'nvfp4'\]"):
         paired_gaps(runs, "fp32", "final_val_loss")
+
+
+def test_paired_pairs_equal_keys_and_is_positive_where_the_first_has_the_higher_loss():
+    of = pd.DataFrame({"seed": [0, 1, 2], "arm": "x", "loss": [2.2, 3.0, 1.0]})
+    against = pd.DataFrame({"seed": [1, 0, 3], "loss": [3.0, 2.0, 9.0]})
+    out = paired(of, against, ["seed"])
+    assert list(out["seed"]) == [0, 1] and list(out["arm"]) == ["x", "x"]
+    assert list(out["loss_against"]) == [2.0, 3.0]
+    assert out["abs_gap"].tolist() == pytest.approx([0.2, 0.0])
+    assert out["rel_gap"].tolist() == pytest.approx([0.1, 0.0])
+    turned = paired(against, of, ["seed"])
+    assert list(turned["seed"]) == [1, 0]                      # in the first table's order
+    assert turned["rel_gap"].iloc[1] == pytest.approx(-0.2 / 2.2)
