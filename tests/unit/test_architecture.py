@@ -1,6 +1,6 @@
-"""The import graph against docs/architecture.md's layers: a package imports only packages
-below it in the table, at module level or inside a function. Read from the sources with
-``ast``, nothing imported."""
+"""The import graph against docs/architecture.md's layers: a package imports only the packages
+its paragraph says it may, all below it, at module level, inside a function or for annotations
+alone. Read from the sources with ``ast``, nothing imported."""
 from __future__ import annotations
 
 import ast
@@ -11,14 +11,18 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 ROOTS = {"nvfp4_lab": REPO / "src" / "nvfp4_lab",
          "nvfp4_kernels": REPO / "kernels" / "nvfp4_kernels"}
-ROW = re.compile(r"^\| `([a-z_0-9]+)/?` \|", re.M)
+PACKAGE = re.compile(r"^### `([a-z_0-9]+)/?`\n(.*?)(?=^### |\Z)", re.M | re.S)
 
 
-def layers() -> list[str]:
-    """The packages of the Layers table, bottom first."""
+def layers() -> dict[str, set[str]]:
+    """The packages of the Layers section, bottom first, each with those it may import."""
     doc = (REPO / "docs" / "architecture.md").read_text()
-    table = doc[doc.index("## Layers"):].split("\n## ", 1)[0]
-    return ROW.findall(table)[::-1]
+    section = doc[doc.index("## Layers"):].split("\n## ", 1)[0]
+    found = {}
+    for name, text in PACKAGE.findall(section)[::-1]:
+        may = " ".join(text.split("May import: ", 1)[1].split("\n\n", 1)[0].split())
+        found[name] = set(re.findall(r"`([a-z_0-9]+)`", may))
+    return found
 
 
 def unit_of(module: list[str]) -> str | None:
@@ -74,9 +78,13 @@ def test_the_import_finder_resolves_relative_and_nested_imports() -> None:
     assert imports(typed, ["nvfp4_lab", "analysis", "x"], is_package=False) == {"train"}
 
 
-def test_every_package_imports_only_the_layers_below_it() -> None:
-    order = layers()
-    assert order[0] == "lazy" and order[-1] == "cli" and len(order) == len(set(order)) >= 10
+def test_every_package_imports_only_what_its_paragraph_allows_all_below_it() -> None:
+    allowed = layers()
+    order = list(allowed)
+    assert order[0] == "lazy" and order[-1] == "cli" and len(order) >= 10
+    above = [f"{unit} may import {other}, not below it" for unit, may in allowed.items()
+             for other in may if other not in order or order.index(other) > order.index(unit)]
+    assert not above, "\n".join(above)
     upward = []
     for root_name in ROOTS:
         for path, module, package in sources(root_name):
@@ -85,8 +93,9 @@ def test_every_package_imports_only_the_layers_below_it() -> None:
                 continue
             assert unit in order, f"{path}: package {unit} is not in docs/architecture.md"
             for other in imports(path.read_text(), module, package) - {unit}:
-                if other not in order or order.index(other) > order.index(unit):
-                    upward.append(f"{path.relative_to(REPO)} ({unit}) imports {other}")
+                if other not in allowed[unit]:
+                    upward.append(f"{path.relative_to(REPO)} ({unit}) imports {other}, which "
+                                  "its paragraph in docs/architecture.md does not allow")
     assert not upward, "\n".join(upward)
 
 
