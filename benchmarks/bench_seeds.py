@@ -6,7 +6,7 @@
 
 One multirun (``nvfp4-lab run -m``) over recipes x seeds, with ``+ablation=`` (default:
 quickstart) and any further overrides after ``--``; then, from the runs' own ``summary.json``,
-the paired statistics of ``analysis.stats`` (the ones every report uses):
+the paired statistics of ``analysis.inference.stats`` (the ones every report uses):
 
 * per recipe: mean final validation loss over the seeds;
 * per adjacent pair of ``--order`` (default bf16 < nvfp4 < mxfp4, the paper's Fig. 6): the
@@ -29,9 +29,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from nvfp4_lab.analysis.claims import claim_gaps
-from nvfp4_lab.analysis.paper import Claim
-from nvfp4_lab.analysis.stats import mean_ci
+from nvfp4_lab.analysis.findings.claims import claim_gaps
+from nvfp4_lab.analysis.inference.stats import mean_ci
+from nvfp4_lab.analysis.sources.paper import Claim
 from nvfp4_lab.train.sweep import summarise
 
 SCRIPT = Path(sys.executable).with_name("nvfp4-lab")

@@ -25,7 +25,7 @@ declare -A arms=(
 )
 ablations=("$@")
 if [ ${#ablations[@]} -eq 0 ]; then
-  read -r -a ablations <<< "$(python -c 'from nvfp4_lab.analysis.index import ABLATIONS, BEYOND_PAPER; print(*ABLATIONS, *BEYOND_PAPER)')"
+  read -r -a ablations <<< "$(python -c 'from nvfp4_lab.analysis.reports.index import ABLATIONS, BEYOND_PAPER; print(*ABLATIONS, *BEYOND_PAPER)')"
 fi
 for a in "${ablations[@]}"; do
   if [ -e "results/$a" ]; then echo "results/$a: published, skipped"; continue; fi

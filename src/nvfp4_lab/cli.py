@@ -242,7 +242,7 @@ def _analysis_args(prog: str, argv: list[str], out: bool):
 
 
 def _report(paths, out, args) -> int:
-    from .analysis.report import write_report
+    from .analysis.reports.report import write_report
 
     try:
         path = write_report(paths, out, baseline=args.baseline, ablation=args.ablation)
@@ -259,7 +259,7 @@ def plot(argv: list[str]) -> int:
     if argv and argv[0] == "--index":
         return _index(argv[1:])
     args = _analysis_args("plot", argv, out=False)
-    from .analysis.collect import find_sweeps  # pandas, after --help has answered
+    from .analysis.sources.collect import find_sweeps  # pandas, after --help has answered
 
     rc = 0
     for path in args.paths:
@@ -279,8 +279,8 @@ def compare(argv: list[str]) -> int:
 
 def _index(argv: list[str]) -> int:
     """The index (which writes the claims the reports quote), then every published report."""
-    from .analysis.index import write_index
-    from .analysis.publish import redraw
+    from .analysis.reports.index import write_index
+    from .analysis.reports.publish import redraw
 
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print(f"error: --index takes one results directory, got {' '.join(argv) or 'none'}",
@@ -309,9 +309,9 @@ def publish(argv: list[str]) -> int:
                    help="the folder under --to (default: the sweep's name; a design-v2 sweep: "
                         "v2/<name>_<model>)")
     args = p.parse_args(argv)
-    from .analysis.index import write_index  # pandas, after --help has answered
-    from .analysis.publish import draw
-    from .analysis.publish import publish as copy_sweep
+    from .analysis.reports.index import write_index  # pandas, after --help has answered
+    from .analysis.reports.publish import draw
+    from .analysis.reports.publish import publish as copy_sweep
 
     try:
         dest = copy_sweep(args.sweep, args.to, args.folder)
@@ -326,9 +326,10 @@ def publish(argv: list[str]) -> int:
 
 def dry_run_text(argv: list[str]) -> str:
     """``run --dry-run``: the jobs and their cost (``train.preview``), then what the lab's
-    published results say the ablation's claims need, priced here (``analysis.context``)."""
-    from .analysis.context import plan_lines, shipped
-    from .analysis.paper import load_paper
+    published results say the ablation's claims need, priced here
+    (``analysis.findings.context``)."""
+    from .analysis.findings.context import plan_lines, shipped
+    from .analysis.sources.paper import load_paper
     from .train.preview import preview
 
     dry = preview(argv)

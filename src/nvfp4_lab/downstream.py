@@ -1,5 +1,5 @@
 """``eval.json``: a run's downstream scores, as ``nvfp4-lab eval`` writes them (``harness/``)
-and the sweep's report reads them (``analysis/downstream.py``). No torch, no lm-eval.
+and the sweep's report reads them (``analysis/reports/downstream.py``). No torch, no lm-eval.
 
     {"quantized": {"hellaswag": {"acc": 0.26, "acc_stderr": 0.004, "acc_norm": 0.25,
                                  "acc_norm_stderr": 0.004, "n": 10042, "chance": 0.25,

@@ -1,7 +1,7 @@
 """The learning-rate schedule in optimizer steps: linear warmup, then WSD (constant, then a linear
 decay over the last ``decay`` of the run, as the paper) or cosine, both down to
 ``min_lr_ratio`` of the peak. Imports nothing, so that the trainer's ``LambdaLR``
-(``train/module.py``) and the figures' shaded decay (``analysis/collect.py``) read one
+(``train/module.py``) and the figures' shaded decay (``analysis/sources/collect.py``) read one
 arithmetic."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from nvfp4_lab.analysis import steps_law as sl
+from nvfp4_lab.analysis.laws import steps_law as sl
 
 
 def law(name: str, coef: Sequence[float], draws: Sequence[Sequence[float]]) -> sl.LawFit:

@@ -131,3 +131,19 @@ def test_train_and_analysis_import_neither_each_other() -> None:
                 for other in imports(path.read_text(), module, package)
                 if {unit, other} == {"train", "analysis"}]
     assert not crossing, "\n".join(crossing)
+
+
+def test_analysis_sub_packages_import_only_those_listed_before_them() -> None:
+    """The order is the one ``analysis/__init__.py`` lists them in; type-only imports count."""
+    doc = (ROOTS["nvfp4_lab"] / "analysis" / "__init__.py").read_text()
+    order = re.findall(r"^    ([a-z]+) ", doc.split("listed before it:", 1)[1], re.M)
+    assert order == sorted(order, key=order.index) and len(order) >= 5
+    later = []
+    for path, module, package in sources("nvfp4_lab"):
+        if module[:2] != ["nvfp4_lab", "analysis"] or len(module) < 3 or module[2] not in order:
+            continue
+        for target in imported(path.read_text(), module, package):
+            if target[:2] == ("nvfp4_lab", "analysis") and len(target) > 2 and \
+                    target[2] in order and order.index(target[2]) > order.index(module[2]):
+                later.append(f"{path.relative_to(REPO)} imports {'.'.join(target)}")
+    assert not later, "\n".join(later)

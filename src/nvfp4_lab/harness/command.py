@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import rundir
-from ..analysis.collect import find_runs
+from ..analysis.sources.collect import find_runs
 from ..downstream import Evaluations, Forward, TaskScore
 from .checkpoint import CHECKPOINT, EvalRefused
 

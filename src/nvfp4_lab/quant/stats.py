@@ -19,7 +19,7 @@ gradients stop helping once the gradient's norm falls below about sqrt(3) times 
 the quantization noise added to it. Logged as ``noise_ratio = ||g|| / ||Q(g) - g||`` for the
 gradient operands (``dgrad.dy``, ``wgrad.dy``) and for the weight gradient itself
 (``wgrad/noise_ratio``, dW against the unquantized product); the report draws it against
-tokens with the sqrt(3) line (``analysis.figures.noise_figure``).
+tokens with the sqrt(3) line (``analysis.reports.figures.noise_figure``).
 The operand is quantized a second time here (eager, same seed, stream and signs, so the
 same values) to read its codes and scales; that cost is paid on statistics steps only.
 """

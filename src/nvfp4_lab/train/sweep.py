@@ -8,7 +8,7 @@ front, but an arm is data inside the config, not a config group), and writes the
 ``sweep_summary.csv`` (one row per job, pandas), then ends the command with exit status 1 when
 a job failed or diverged: the sweep has gone on past it, its caller still learns of it
 (``SystemExit`` passes Hydra's callback guard, which turns an ``Exception`` into a warning).
-The sweep's report is another callback's, ``analysis.report.SweepReport``, which the config
+The sweep's report is another callback's, ``analysis.reports.report.SweepReport``, which the config
 lists after this one, so that it is drawn first (Hydra ends callbacks last listed first) and
 ``train`` imports nothing of ``analysis``.
 """

@@ -262,7 +262,7 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
     """formats: one line per published row of its claims not superseded by a larger sweep, on
     the verdicts' metric, with the seeds of the shipped table (the index's results/claims.csv);
     no cost without measured step times."""
-    from nvfp4_lab.analysis.context import shipped
+    from nvfp4_lab.analysis.findings.context import shipped
     from nvfp4_lab.cli import dry_run_text
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
@@ -284,7 +284,7 @@ def test_dry_run_of_an_ablation_prints_the_seeds_its_published_claims_need(tmp_p
 
 
 def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
-    from nvfp4_lab.analysis.context import shipped
+    from nvfp4_lab.analysis.findings.context import shipped
     from nvfp4_lab.cli import dry_run_text
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
