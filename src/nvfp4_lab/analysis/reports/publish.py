@@ -32,6 +32,7 @@ BEYOND_PAPER = ("recipes",)
 # studies that run over several sessions: published as they grow (``publish`` adds the finished
 # runs a folder lacks, never touching one it has), read by their own report, not the claims
 STUDIES = ("scaling", "steps_vs_size")
+PENDING = "pending"      # results/pending/: runs of sweeps not yet whole, read by nothing
 RUN_FILES = ("config.yaml", "summary.json", "metrics.csv", "eval.json")   # eval.json: if scored
 SWEEP_FILES = (MULTIRUN, "sweep_summary.csv")
 
@@ -73,7 +74,8 @@ def redraw(results: Path) -> dict[Path, bool]:
     """Rewrite the report of every sweep published under ``results``, PNG figures only (as
     ``publish`` draws them); returns each report's path and whether its text changed (one
     that says nothing new keeps its file, date included)."""
-    sweeps = [sweep for sweep in find_sweeps(results) if SweepDir.read(sweep) is not None]
+    sweeps = [sweep for sweep in find_sweeps(results) if SweepDir.read(sweep) is not None
+              and PENDING not in sweep.relative_to(results).parts]
     before = {sweep: _text(sweep / "report.md") for sweep in sweeps}
     return {(path := draw(sweep, results)): path.read_text() != before[sweep]
             for sweep in sweeps}
