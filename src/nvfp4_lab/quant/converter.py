@@ -157,8 +157,7 @@ def convert(model: nn.Module, recipe: Recipe, *, state: QuantState | None = None
     if backend is None:
         if device is None:
             device = next(model.parameters()).device
-        backend = backends.resolve(recipe.backend, [o.spec for o in plan.values() if o.spec],
-                                   device)
+        backend = backends.resolve(recipe.backend, recipe.specs, device)
     state = state or QuantState()
     for index, name in enumerate(r.name for r in rows if r.quantized):
         parent_name, _, child = name.rpartition(".")

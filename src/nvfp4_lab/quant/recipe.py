@@ -13,6 +13,7 @@ import dataclasses
 import math
 from dataclasses import dataclass, field
 
+from ..formats import spec
 from ..formats.spec import ERRORS, LIMITS, SIGN_POLICIES, SR_MODES, RHTSpec, _choice, check_size
 from .operands import GEMMS, GROUPS, OPERANDS, OPS
 from .plan import operand_plan
@@ -324,6 +325,11 @@ class Recipe:
         """{operand: the operand whose quantization it reuses} under same-dim or 2D blocks."""
         return {second: first for _, key, first, second in TENSORS
                 if getattr(self, key) != "1d"}
+
+    @property
+    def specs(self) -> tuple[spec.QuantSpec, ...]:
+        """The quantizers of its operands: what a backend self-tests and compiles."""
+        return tuple(o.spec for o in operand_plan(self).values() if o.spec)
 
     def replace(self, **changes) -> Recipe:
         """A copy with fields changed. A nested config given as a dict changes only the

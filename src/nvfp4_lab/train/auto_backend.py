@@ -1,7 +1,7 @@
 """The quantization backend of a run, and everything ``backend=auto`` does to choose it.
 
-One callback owns the choice from start to end, so the module it trains only receives a
-backend (``LMTask.backend``, ``LMTask.use_backend``):
+One callback owns the choice from start to end: the module it trains only receives a backend
+(``LMTask.use_backend``), and the run reads what was used from the callback (``used``):
 
 - **choose** (``setup``, before the model is built): a named backend is resolved and
   self-tested as it is (``quant.resolve``). ``auto`` on CUDA tries triton, then the reference.
@@ -24,16 +24,26 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 
 import lightning as L
 import pandas as pd
 import torch
 
 from ..model import ModelConfig
-from ..quant import Recipe, cost, operand_plan, resolve
+from ..quant import Backend, Recipe, cost, resolve
+from ..quant.recipe import NO_BACKEND
 from .console import say
 
 WARM, PROBE = 2, 8
+
+
+@dataclass(frozen=True)
+class Used:
+    """``summary.json``'s backend (``NO_BACKEND``: nothing quantized; None: none chosen yet)
+    when the run ended, and why."""
+    backend: str | None
+    reason: str | None
 
 
 class AutoBackend(L.Callback):
@@ -44,7 +54,8 @@ class AutoBackend(L.Callback):
                  max_steps: int) -> None:
         self.recipe, self.model, self.max_steps = recipe, model, max_steps
         self.tokens_per_step = tokens_per_step
-        self.specs = [o.spec for o in operand_plan(recipe).values() if o.spec]
+        self.specs = list(recipe.specs)
+        self.backend: Backend | None = None      # the one the module quantizes with now
         self.reason: str | None = None           # why auto chose it, and any switch
         self.key: cost.RunKey | None = None      # a CPU run's entry in the ledger
         self.probing = False                     # auto with nothing measured: time, then decide
@@ -58,7 +69,7 @@ class AutoBackend(L.Callback):
     def setup(self, trainer: L.Trainer, task, stage: str) -> None:
         # here, not in configure_model: Lightning runs that under a torch.device context,
         # which the compiled backend's self-test cannot trace
-        if task.backend is not None:          # fit, then validate: chosen once
+        if self.backend is not None:          # fit, then validate: chosen once
             return
         device, name = trainer.strategy.root_device, self.recipe.backend
         if device.type == "cpu":
@@ -76,7 +87,8 @@ class AutoBackend(L.Callback):
         # the ledger's choice is auto's preference: a compiled backend that fails its
         # self-test here falls back to the reference, as auto does, instead of ending the run
         wanted = "auto" if self.recipe.backend == "auto" and name == "compiled" else name
-        task.backend = resolve(wanted, self.specs, device, self.input_dtypes)
+        self.backend = resolve(wanted, self.specs, device, self.input_dtypes)
+        task.use_backend(self.backend)
 
     def on_train_start(self, trainer: L.Trainer, task) -> None:
         self.start_step, self.train_started = trainer.global_step, time.perf_counter()
@@ -115,19 +127,26 @@ class AutoBackend(L.Callback):
             backend = resolve("auto", self.specs, trainer.strategy.root_device,
                               self.input_dtypes)     # falls back to the reference if it fails
             if backend.name != "reference":
+                self.backend = backend
                 task.use_backend(backend)
                 timed += f": switched to {backend.name} at step {step}"
         self.reason = f"{self.reason}; {timed}"
         if trainer.is_global_zero:
             say(f"backend auto: {timed}")
 
-    def record(self, df: pd.DataFrame, wall: float, backend: str | None) -> None:
+    def used(self) -> Used:
+        """The backend the run ended with, and why (``summary.json``)."""
+        name = self.backend and (self.backend.name if self.specs else NO_BACKEND)
+        return Used(name, self.reason)
+
+    def record(self, df: pd.DataFrame, wall: float) -> None:
         """A finished CPU run's timing, into the ledger: its steady ms/step, the median rate of
         the intervals this process logged after its first (which holds any compiling); its
         start-up, the seconds from ``wall`` to its first step plus the first interval's excess
         over that many steady steps; and the median seconds of its validation passes. A pause
         later in the run (a suspended process, a busy core) moves the medians little and the
         start-up not at all."""
+        backend = self.used().backend
         if self.key is None or backend not in cost.RECORDED or "tokens_per_second" not in df:
             return
         logged = df[df["step"] > self.start_step].dropna(subset=["tokens_per_second"])

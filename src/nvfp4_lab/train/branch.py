@@ -24,7 +24,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from .schema import Refused, TrainerConfig, apply_arm, plain, recipe_of
+from ..quant import Switch
+from .schema import Refused, TrainerConfig, apply_arm, plain, switch_of
 
 
 @dataclass(frozen=True)
@@ -61,15 +62,16 @@ def _as_arm(raw: DictConfig, arm: str) -> DictConfig:
     return apply_arm(OmegaConf.merge(raw, {"arm": arm}))
 
 
-def branch_step(cfg: DictConfig, max_steps: int) -> int | None:
-    """The step an arm-applied config branches at (its switch step), or None: no branch."""
+def branch_step(cfg: DictConfig, switch: Switch, max_steps: int) -> int | None:
+    """The step an arm-applied config with its recipe's ``switch`` branches at, or None: no
+    branch."""
     parent = cfg.get("branch_from")
     if parent is None:
         return None
     if parent not in cfg.arms or parent == cfg.arm:
         raise Refused(f"branch_from={parent!r} must name another arm of the ablation "
                          f"({', '.join(a for a in cfg.arms if a != cfg.arm) or 'none'})")
-    step = recipe_of(cfg.quant).switch.step(max_steps)
+    step = switch.step(max_steps)
     if step is None:
         raise Refused(f"branch_from={parent!r}: a branch starts at its quant.switch step, "
                          f"and arm {cfg.arm!r} has none; set quant.switch.at_step or "
@@ -86,16 +88,16 @@ def save_steps(raw: DictConfig, max_steps: int) -> list[int]:
         return []
     children = [a for a, changes in raw.arms.items()
                 if (changes or {}).get("branch_from") == raw.arm]
-    steps = {recipe_of(_as_arm(raw, a).quant).switch.step(max_steps) for a in children}
+    steps = {switch_of(_as_arm(raw, a).quant).step(max_steps) for a in children}
     return sorted(s for s in steps if s is not None and 0 < s < max_steps)  # the rest refuse
 
 
-def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, max_steps: int
-         ) -> Branch | None:
-    """The parent run that ``cfg`` (``raw`` with its arm applied) continues, or None."""
+def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, step: int | None,
+         max_steps: int) -> Branch | None:
+    """The parent run that ``cfg`` (``raw`` with its arm applied) continues from ``step``
+    (``Job.branch_step``), or None."""
     from .. import rundir
 
-    step = branch_step(cfg, max_steps)
     if step is None:
         return None
     parent = cfg.branch_from

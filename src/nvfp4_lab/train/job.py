@@ -10,9 +10,8 @@ from dataclasses import dataclass
 from omegaconf import DictConfig
 
 from ..data import DataConfig
-from ..formats import QuantSpec
 from ..model import ModelConfig
-from ..quant import Recipe, operand_plan
+from ..quant import Recipe
 from . import branch
 from .schema import LoggerConfig, TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
@@ -48,23 +47,18 @@ class Job:
     def of_arm(cls, cfg: DictConfig) -> Job:
         """``cfg`` with its arm applied (``schema.apply_arm``)."""
         t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
-        model = plain(cfg.model, ModelConfig)
+        model, recipe = plain(cfg.model, ModelConfig), recipe_of(cfg.quant)
         tokens_per_step = t.tokens_per_step(tr.world_size())
         max_steps = t.run_length(tokens_per_step,
                                  model.non_embedding_params() if t.tokens_per_param else 0)
-        return cls(cfg.get("arm"), recipe_of(cfg.quant), model,
-                   plain(cfg.data, DataConfig), t, tr, tokens_per_step, max_steps,
-                   branch.branch_step(cfg, max_steps), plain(cfg.logger, LoggerConfig))
+        return cls(cfg.get("arm"), recipe, model, plain(cfg.data, DataConfig), t, tr,
+                   tokens_per_step, max_steps, branch.branch_step(cfg, recipe.switch, max_steps),
+                   plain(cfg.logger, LoggerConfig))
 
     @property
     def steps_here(self) -> int:
         """The steps this job trains itself: a branch trains its tail only."""
         return self.max_steps - (self.branch_step or 0)
-
-    @property
-    def specs(self) -> tuple[QuantSpec, ...]:
-        """The quantizers of the recipe's operands (what a compiled backend compiles)."""
-        return tuple(o.spec for o in operand_plan(self.recipe).values() if o.spec)
 
     def sized_model(self, vocab_size: int | None = None) -> ModelConfig:
         """The model with its vocabulary: ``vocab_size`` (the data module's), else as the

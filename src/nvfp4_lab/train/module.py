@@ -80,7 +80,7 @@ class LMTask(L.LightningModule):
         self.bytes_per_token = bytes_per_token
         self.model: LanguageModel | None = None
         self.report = None
-        self.backend = None          # set by the trainer's AutoBackend before configure_model
+        self.backend = None          # AutoBackend's (use_backend), before configure_model
         self.qstate = QuantState(seed=seed, max_steps=max_steps)
         self.start_step = 0  # the step this process started at: > 0 when resumed
 
@@ -101,8 +101,11 @@ class LMTask(L.LightningModule):
             say(self.report.summary())
 
     def use_backend(self, backend) -> None:
-        """Quantize with ``backend`` from the next GEMM on (``AutoBackend``: the same bits)."""
+        """Quantize with ``backend``: the model built next, or once built from its next GEMM on
+        (``AutoBackend``'s switch: the same bits)."""
         self.backend = backend
+        if self.model is None:
+            return
         for module in self.model.modules():
             if isinstance(module, QuantLinear):
                 module.backend = backend

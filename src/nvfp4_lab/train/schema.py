@@ -2,19 +2,20 @@
 
 Hydra composes ``conf/config.yaml`` with the chosen group files and the command-line overrides
 onto the dataclasses below, which are registered in Hydra's ConfigStore (the "structured config
-schema" pattern, docs/architecture.md, Configuration). OmegaConf then refuses, while composing and
-before any work is done, a key that the schema does not have (``quant.rht.sise``) and a value
-outside a closed set: the closed sets are Enums built from the tuples that ``quant.recipe``
-validates against, so the message lists the allowed values and the full key:
+schema" pattern, docs/architecture.md, Configuration); ``quant``'s is generated from ``Recipe``
+(``schema_of``). OmegaConf then refuses, while composing and before any work is done, a key
+that the schema does not have (``quant.rht.sise``) and a value outside a closed set: the
+closed sets are Enums built from the tuples that ``quant.recipe`` validates against, so the
+message lists the allowed values and the full key:
 
     Invalid value 'nvfp5', expected one of [bf16, fp8, mxfp4, nvfp4]
         full_key: quant.format
 
 (omegaconf 2.3 rejects ``typing.Literal`` and unions, hence Enums, and ``Any`` for the fields
-that take a block count or a fraction.) The library never sees a DictConfig: ``recipe_of`` and
-``plain`` turn the composed config into the plain dataclasses of ``quant``, ``model``,
-``data`` and ``TrainConfig``, whose own checks name the key of anything the schema cannot
-express.
+of several types: a block count or a fraction, a number or null.) The library never sees a
+DictConfig: ``recipe_of`` and ``plain`` turn the composed config into the plain dataclasses of
+``quant``, ``model``, ``data`` and ``TrainConfig``, whose own checks name the key of anything
+the schema cannot express.
 
 An ablation's arms (``conf/ablation/*.yaml``) are named sets of changes, ``arms: {name:
 {quant: {...}, train: {...}}}``, one of which ``arm=NAME`` selects: ``apply_arm`` merges it
@@ -22,6 +23,7 @@ onto the typed config, so an arm is checked exactly like a command-line override
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import re
@@ -42,9 +44,11 @@ from ..quant.recipe import (
     BACKENDS,
     PASSES,
     RECIPE_FORMATS,
+    REMOVED,
     TENSOR_BLOCKS,
     WEIGHT_BLOCKS,
     Recipe,
+    Switch,
 )
 from ..schedule import SCHEDULES, LRSchedule
 
@@ -58,76 +62,47 @@ def choices(name: str, values) -> type[Enum]:
     return Enum(name, {v: v for v in values}, type=str)
 
 
-Format = choices("Format", RECIPE_FORMATS)
-Backend = choices("Backend", BACKENDS)
-WeightBlocks = choices("WeightBlocks", WEIGHT_BLOCKS)
-TensorBlocks = choices("TensorBlocks", TENSOR_BLOCKS)
-Gemm = choices("Gemm", GEMMS)
-Operand = choices("Operand", (*OPERANDS, *GROUPS))
-Passes = choices("Passes", PASSES)
-Signs = choices("Signs", SIGN_POLICIES)
-SRMode = choices("SRMode", SR_MODES)
-FourOverSixError = choices("FourOverSixError", ERRORS)
-MXScale = choices("MXScale", E8M0_MODES)
 Schedule = choices("Schedule", SCHEDULES)
 Resume = choices("Resume", ("auto", "never"))
 Progress = choices("Progress", ("auto", "rich", "plain", "none"))
 WandbMode = choices("WandbMode", ("online", "offline", "disabled"))
 
-
-@dataclass
-class RHTSchema:
-    gemms: list[Gemm] = field(default_factory=lambda: [Gemm.wgrad])
-    size: int = 16
-    signs: Signs = Signs.fixed
-    seed: int = 0
-
-
-@dataclass
-class FourOverSixSchema:
-    operands: list[Operand] = field(default_factory=list)
-    error: FourOverSixError = FourOverSixError.mae
-    e4m3_limit: int = 256
+# the recipe keys that take a closed set of values (a list's items, for a list)
+CLOSED = {"format": RECIPE_FORMATS, "weight_blocks": WEIGHT_BLOCKS, "act_blocks": TENSOR_BLOCKS,
+          "grad_blocks": TENSOR_BLOCKS, "sr_mode": SR_MODES, "mx_scale": E8M0_MODES,
+          "backend": BACKENDS, "rht.gemms": GEMMS, "rht.signs": SIGN_POLICIES,
+          "four_over_six.error": ERRORS, "switch.passes": PASSES,
+          **dict.fromkeys(("sr", "row_scaled", "ms_eden", "quantize",
+                           "four_over_six.operands"), (*OPERANDS, *GROUPS))}
+PLAIN = {"int": int, "str": str}   # the annotations kept; any other (int | None...) is Any
 
 
-@dataclass
-class HighPrecisionSchema:
-    first: Any = 0          # blocks (int) or a fraction of the blocks (float)
-    last: Any = 0
-    names: list[str] = field(default_factory=list)
+def schema_of(cls: type, prefix: str = "") -> type:
+    """The OmegaConf schema of a recipe dataclass (``Recipe`` and its parts): the same fields
+    and defaults, closed sets (``CLOSED``) as Enums, lists for tuples, ``Any`` for a field of
+    several types (the recipe's own check names the key), plus the removed keys (``REMOVED``),
+    declared so that ``recipe_of`` refuses them naming the fix (OmegaConf would only say "not
+    in schema")."""
+    specs: list[tuple[str, Any, Any]] = []
+    for f in dataclasses.fields(cls):
+        key = prefix + f.name
+        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        kind = choices(key, CLOSED[key]) if key in CLOSED else None
+        if dataclasses.is_dataclass(default):
+            nested = schema_of(type(default), key + ".")
+            specs.append((f.name, nested, field(default_factory=nested)))
+        elif isinstance(default, tuple):
+            items = [kind(v) for v in default] if kind else list(default)
+            specs.append((f.name, list[kind or str], field(default_factory=items.copy)))
+        else:
+            specs.append((f.name, kind or PLAIN.get(str(f.type), Any),
+                          kind(default) if kind else default))
+    specs += [(k[len(prefix):], Any, None) for k in REMOVED
+              if k.startswith(prefix) and "." not in k[len(prefix):]]
+    return dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
 
 
-@dataclass
-class SwitchSchema:
-    at_step: Any = None     # the optimizer step to switch at (int >= 0), or null
-    at_fraction: Any = None  # a fraction of the run's steps (float in [0, 1]), or null
-    passes: Passes = Passes.both
-    # the removed key, declared so that ``quant.switch.at=...`` reaches ``recipe_of``, which
-    # refuses it naming at_step and at_fraction (OmegaConf would only say "not in schema")
-    at: Any = None
-
-
-@dataclass
-class QuantSchema:
-    """``quant.Recipe`` as a schema; ``recipe_of`` converts and validates the rest."""
-
-    name: str = "nvfp4"
-    format: Format = Format.nvfp4
-    block: int | None = None
-    weight_blocks: WeightBlocks = WeightBlocks["2d"]
-    act_blocks: TensorBlocks = TensorBlocks["1d"]
-    grad_blocks: TensorBlocks = TensorBlocks["1d"]
-    rht: RHTSchema = field(default_factory=RHTSchema)
-    sr: list[Operand] = field(default_factory=lambda: [Operand.gradients])
-    sr_mode: SRMode = SRMode.hw8
-    four_over_six: FourOverSixSchema = field(default_factory=FourOverSixSchema)
-    row_scaled: list[Operand] = field(default_factory=list)
-    ms_eden: list[Operand] = field(default_factory=list)
-    quantize: list[Operand] = field(default_factory=lambda: [Operand.all])
-    high_precision: HighPrecisionSchema = field(default_factory=HighPrecisionSchema)
-    switch: SwitchSchema = field(default_factory=SwitchSchema)
-    mx_scale: MXScale = MXScale.ceil
-    backend: Backend = Backend.auto
+QuantSchema = schema_of(Recipe)
 
 
 @dataclass
@@ -352,14 +327,23 @@ RECIPE_KEY = re.compile(r"(?<![\w.])((?:" + "|".join(f.name for f in fields(Reci
 def recipe_of(quant: DictConfig) -> Recipe:
     """The composed ``quant`` node as a validated ``Recipe``; ``Refused`` names the keys of
     anything invalid in full (``quant.rht.size=3``, where the recipe says ``rht.size=3``)."""
+    try:
+        return from_dict(_recipe_fields(quant))
+    except ValueError as err:
+        raise Refused(RECIPE_KEY.sub(r"quant.\1", str(err))) from None
+
+
+def switch_of(quant: DictConfig) -> Switch:
+    """The ``quant`` node's switch alone: another arm's, whose recipe its own job builds."""
+    return Switch(**_recipe_fields(quant)["switch"])
+
+
+def _recipe_fields(quant: DictConfig) -> dict:
     d = OmegaConf.to_container(quant, resolve=True, enum_to_str=True)
     switch = d.get("switch")
     if isinstance(switch, dict) and "at" in switch and switch["at"] is None:
         del switch["at"]    # the schema's placeholder for the removed key, unset
-    try:
-        return from_dict(d)
-    except ValueError as err:
-        raise Refused(RECIPE_KEY.sub(r"quant.\1", str(err))) from None
+    return d
 
 
 def plain(node: DictConfig, cls):

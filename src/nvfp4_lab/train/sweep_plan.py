@@ -117,9 +117,9 @@ def plan_job(overrides: list[str], cfg: DictConfig, parallel: int, cores: int) -
         return _on_gpu(overrides, job)
     recipe, steps, model = job.recipe, job.steps_here, job.sized_model()
     n_threads = threads.plan(job.trainer.threads, parallel, cores, busy=0.0).threads
-    key = cost.run_key(list(job.specs), model, job.tokens_per_step, n_threads)
+    key = cost.run_key(list(job.recipe.specs), model, job.tokens_per_step, n_threads)
     evals = validations(steps, job.train.val_every)
-    backend = cost.pick(recipe.backend, bool(job.specs), "cpu", key, steps).backend
+    backend = cost.pick(recipe.backend, bool(job.recipe.specs), "cpu", key, steps).backend
     seconds = (cost.bf16_seconds(key, steps, evals) if backend == NO_BACKEND
                else cost.run_seconds(key, steps, evals, backend))
     if seconds is not None:
@@ -141,7 +141,7 @@ def _on_gpu(overrides: list[str], job: Job) -> PlannedJob:
 
     gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
     t = job.train
-    backend = cost.pick(job.recipe.backend, bool(job.specs), "cuda", None,
+    backend = cost.pick(job.recipe.backend, bool(job.recipe.specs), "cuda", None,
                         job.steps_here).backend
     est = gpu_time.estimate(job.sized_model(), job.recipe.format, t.seq_len,
                             t.tokens_per_step(1), job.steps_here, gpu)

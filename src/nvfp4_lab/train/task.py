@@ -28,7 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from .. import rundir
 from ..data import LMDataModule
 from . import branch, threads, wandb_log
-from .auto_backend import AutoBackend
+from .auto_backend import AutoBackend, Used
 from .console import adopt_lightning_log, say
 from .job import Job
 from .machine import Machine, versions
@@ -52,7 +52,8 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         # the terminal only: a finished run's cli.log is not appended to
         print(f"{out}: already finished (summary.json status=done); nothing to do")
         return rundir.Summary.read(out)
-    fork = branch.find(raw, cfg, position and position.dir, job.max_steps)  # before any write
+    fork = branch.find(raw, cfg, position and position.dir, job.branch_step,  # before any write
+                       job.max_steps)
     run = _Run.begin(cfg, job, out, rundir.config_hash(cfg, world=world), start, fork,
                      position)
     try:
@@ -164,6 +165,7 @@ class _Run:
         seconds = time.perf_counter() - self.wall
         # what this process trained: a resumed run's wall time covers only its own steps
         run_here = steps - (task.start_step if task is not None else 0)
+        used = self.auto.used() if self.auto is not None else Used(None, None)
         summary = dataclasses.replace(
             self.base, status=status, error=error,
             final_val_loss=float(val.iloc[-1]) if len(val) else None,
@@ -173,11 +175,10 @@ class _Run:
             tokens=steps * tokens_per_step, wall_seconds=round(seconds, 2),
             tokens_per_second=round(run_here * tokens_per_step / seconds, 1) if seconds
             else None,
-            backend=getattr(task and task.report, "backend", None),
-            backend_reason=self.auto and self.auto.reason,
+            backend=used.backend, backend_reason=used.reason,
             finished=time.strftime("%Y-%m-%dT%H:%M:%S"))
         if status == rundir.Status.done and self.auto is not None:
-            self.auto.record(df, self.wall, summary.backend)
+            self.auto.record(df, self.wall)
         summary.write(out)
         if self.wandb is not None:
             wandb_log.close(self.wandb, summary)

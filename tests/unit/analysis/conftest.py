@@ -2,12 +2,13 @@
 made by hand so that every number in them is known."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+
+from nvfp4_lab.rundir import Status, Summary
 
 TOKENS_PER_STEP = 1000
 
@@ -37,13 +38,13 @@ def make_run(root: Path, job: str, *, quant: str = "bf16", seed: int = 0, arm: s
     metrics.to_csv(run / "metrics.csv", index=False)
     if summary:
         finals = metrics.dropna(subset=["val_loss"])
-        s = {"status": status, "quant": quant, "arm": arm, "seed": seed, "model": "nano",
-             "max_steps": max(steps), "tokens_per_step": TOKENS_PER_STEP, "error": error,
-             "final_val_loss": float(finals["val_loss"].iloc[-1]) if len(finals) else None,
-             "best_val_loss": float(finals["val_loss"].min()) if len(finals) else None,
-             "final_train_loss": float(metrics["train_loss"].iloc[-1]),
-             "steps": max(steps), "tokens": max(steps) * TOKENS_PER_STEP}
-        (run / "summary.json").write_text(json.dumps(s))
+        Summary(status=Status(status), quant=quant, arm=arm, seed=seed, model="nano",
+                max_steps=max(steps), tokens_per_step=TOKENS_PER_STEP, error=error,
+                config_hash="synthetic",
+                final_val_loss=float(finals["val_loss"].iloc[-1]) if len(finals) else None,
+                best_val_loss=float(finals["val_loss"].min()) if len(finals) else None,
+                final_train_loss=float(metrics["train_loss"].iloc[-1]),
+                steps=max(steps), tokens=max(steps) * TOKENS_PER_STEP).write(run)
     return run
 
 

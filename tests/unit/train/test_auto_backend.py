@@ -79,7 +79,8 @@ def test_start_up_is_what_precedes_steady_steps_not_a_later_pause(tmp_path, monk
     auto.key = cost.RunKey("specs", "model", 1000, 1, "2.13.0")
     auto.start_step, auto.train_started = 100, 105.0
     auto.validation_seconds = [1.0, 3.0, 2.0, 30.0]
-    auto.record(df, wall=100.0, backend="compiled")
+    auto.backend = SimpleNamespace(name="compiled")
+    auto.record(df, wall=100.0)
     assert cost.load()[str(auto.key)]["compiled"] == cost.Timing(100.0, 24.0, 2.5)
 
 
@@ -99,7 +100,26 @@ def test_the_ledgers_choice_is_a_preference_that_may_fall_back(monkeypatch, aske
     monkeypatch.setattr(auto_backend, "resolve", lambda name, *a: asks.append(name) or "ok")
     trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")),
                               precision="32-true")
-    task = SimpleNamespace(backend=None)
-    AutoBackend(recipe, ModelConfig(), tokens_per_step=1000, max_steps=200).setup(
-        trainer, task, "fit")
-    assert asks == [resolved] and task.backend == "ok"
+    given = []
+    task = SimpleNamespace(use_backend=given.append)
+    auto = AutoBackend(recipe, ModelConfig(), tokens_per_step=1000, max_steps=200)
+    auto.setup(trainer, task, "fit")
+    auto.setup(trainer, task, "validate")      # chosen once
+    assert asks == [resolved] and given == ["ok"]
+
+
+@pytest.mark.parametrize("recipe, used", [("bf16", "none"), ("nvfp4", "reference")])
+def test_the_run_reads_the_backend_it_used_from_the_callback(monkeypatch, recipe, used):
+    """``summary.json``'s backend: none for a recipe with nothing to quantize, else the one
+    handed to the module; nothing before setup chose one."""
+    from nvfp4_lab.quant import Backend
+    from nvfp4_lab.train import auto_backend
+
+    monkeypatch.setattr(auto_backend, "resolve", lambda *a: Backend())
+    trainer = SimpleNamespace(strategy=SimpleNamespace(root_device=torch.device("cpu")),
+                              precision="32-true")
+    auto = AutoBackend(dataclasses.replace(preset(recipe), backend="reference"), ModelConfig(),
+                       tokens_per_step=1000, max_steps=200)
+    assert auto.used().backend is None
+    auto.setup(trainer, SimpleNamespace(use_backend=lambda b: None), "fit")
+    assert auto.used().backend == used

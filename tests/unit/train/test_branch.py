@@ -18,6 +18,7 @@ from omegaconf import OmegaConf, open_dict
 
 from nvfp4_lab.rundir import config_hash
 from nvfp4_lab.train import branch
+from nvfp4_lab.train.job import Job
 from nvfp4_lab.train.progress import SweepPosition
 from nvfp4_lab.train.schema import Refused, apply_arm
 from nvfp4_lab.train.task import train
@@ -112,28 +113,28 @@ def test_a_branch_is_refused_without_its_parent(composer, tmp_path):
     cfg = composer(overrides(tmp_path, "precision_switch_v2", "switch_fwd_0.82"))
     arm = apply_arm(cfg)
     with pytest.raises(Refused, match="run the ablation as a sweep"):
-        branch.find(cfg, arm, None, STEPS)
+        branch.find(cfg, arm, None, SWITCH, STEPS)
     sweep = tmp_path / "sweep"
     parent = sweep / "0_arm=nvfp4" / "seed=3"
     parent.mkdir(parents=True)
     with pytest.raises(Refused, match="holds no finished run of arm 'nvfp4'"):
-        branch.find(cfg, arm, sweep, STEPS)
+        branch.find(cfg, arm, sweep, SWITCH, STEPS)
     want = config_hash(apply_arm(OmegaConf.merge(cfg, {"arm": "nvfp4"})), world=1)
     record = {"status": "done", "config_hash": want, "max_steps": STEPS, "quant": "nvfp4",
               "seed": 3, "model": "nano", "tokens_per_step": 2048}
     (parent / "summary.json").write_text(json.dumps(record))
     with pytest.raises(Refused, match=f"checkpoint of step {SWITCH}"):     # none written yet
-        branch.find(cfg, arm, sweep, STEPS)
+        branch.find(cfg, arm, sweep, SWITCH, STEPS)
     branch.checkpoint_path(parent, SWITCH).parent.mkdir(parents=True)
     branch.checkpoint_path(parent, SWITCH).write_bytes(b"")
-    assert branch.find(cfg, arm, sweep, STEPS) == branch.Branch(parent, SWITCH,
+    assert branch.find(cfg, arm, sweep, SWITCH, STEPS) == branch.Branch(parent, SWITCH,
                                                                  "0_arm=nvfp4/seed=3")
     (parent / "summary.json").write_text(json.dumps({**record, "status": "running"}))
     with pytest.raises(Refused, match="no finished run"):
-        branch.find(cfg, arm, sweep, STEPS)
+        branch.find(cfg, arm, sweep, SWITCH, STEPS)
     (parent / "summary.json").write_text(json.dumps({**record, "max_steps": 40}))
     with pytest.raises(Refused, match="ran 40 steps and this arm 12"):
-        branch.find(cfg, arm, sweep, STEPS)
+        branch.find(cfg, arm, sweep, SWITCH, STEPS)
 
 
 @pytest.mark.parametrize(("arm", "message"), [
@@ -146,4 +147,4 @@ def test_a_branch_that_cannot_branch_says_why(composer, tmp_path, arm, message):
     with open_dict(cfg):
         cfg.arms.odd, cfg.arm = arm, "odd"
     with pytest.raises(Refused, match=message):
-        branch.branch_step(apply_arm(cfg), STEPS)
+        Job.resolve(cfg)

@@ -16,7 +16,7 @@ def test_a_job_counts_its_tokens_and_steps(composer):
     assert job.max_steps == round(10 * 1.5)          # ceil(5000 / 512) = 10 steps, x 1.5
     assert job.branch_step is None and job.steps_here == job.max_steps
     # six operands, but 2D weights: Dgrad reuses Fprop's quantized W
-    assert {s.fmt for s in job.specs} == {"mxfp4"} and len(job.specs) == 5
+    assert {s.fmt for s in job.recipe.specs} == {"mxfp4"} and len(job.recipe.specs) == 5
 
 
 @pytest.mark.parametrize("model, tpp, steps", [
@@ -63,3 +63,24 @@ def test_a_run_on_data_hf_is_refused_with_the_command_that_trains_on_its_shards(
     with pytest.raises(ValueError, match="data=hf prepares shards, it does not train: .* "
                                          "data=shards data.path=/out"):
         Job.resolve(composer(["data=fineweb_edu", "data.path=/out"]))
+
+
+@pytest.mark.parametrize("ablation, arm", [("components", "without_sr"),
+                                           ("precision_switch_v2", "nvfp4")])
+def test_one_run_of_a_sweep_job_builds_its_recipe_once(composer, tmp_path, monkeypatch,
+                                                       ablation, arm):
+    """The job is resolved once: from the composed config to the trained run, whatever reads
+    the recipe (the check, the hash, the module, the backend) reads the Job's one ``Recipe``."""
+    from helpers.runs import fast
+
+    from nvfp4_lab.quant import Recipe
+    from nvfp4_lab.train.task import train
+
+    built = []
+    init = Recipe.__init__
+    monkeypatch.setattr(Recipe, "__init__", lambda self, *a, **k: built.append(
+        init(self, *a, **k)))
+    cfg = composer([f"+ablation={ablation}", f"arm={arm}", *fast(tmp_path, 2),
+                    "quant.backend=reference", "trainer.threads=1"])
+    summary = train(cfg, tmp_path / "run", multirun=True)
+    assert summary.status.value == "done" and len(built) == 1

@@ -104,9 +104,9 @@ def _fields(cls) -> dict:
 
 
 def test_the_quant_schema_is_the_recipe():
-    """``QuantSchema`` restates ``Recipe`` for OmegaConf (which takes no tuples or Literals):
-    the same keys at every level (but ``switch.at``, the removed key it names in a refusal)
-    and, composed with nothing set, the default Recipe."""
+    """``QuantSchema``, generated from ``Recipe`` for OmegaConf (which takes no tuples or
+    Literals): the same keys at every level (but ``switch.at``, the removed key it names in a
+    refusal) and, composed with nothing set, the default Recipe."""
     schema = _fields(QuantSchema)
     del schema["switch"]["at"]
     assert schema == _fields(Recipe)

@@ -38,7 +38,7 @@ import yaml
 
 from ...model.config import ModelConfig
 from ...quant.operands import LayerMetric
-from ...rundir import CURVE_COLUMNS, read_metrics
+from ...rundir import CURVE_COLUMNS, SUMMARY, Summary, read_metrics
 from ...schedule import LRSchedule
 from .machines import machine_class
 
@@ -92,7 +92,7 @@ def find_runs(paths: list[str | Path]) -> list[Path]:
         if not any(m.exists() for m in matches):
             raise FileNotFoundError(f"{p}: no such run or sweep directory")
         for m in matches:
-            for marker in sorted([*m.rglob("summary.json"), *m.rglob("config.yaml")]):
+            for marker in sorted([*m.rglob(SUMMARY), *m.rglob("config.yaml")]):
                 if "checkpoints" not in marker.parts and "logs" not in marker.parts:
                     found[marker.parent.resolve()] = None
     return list(found)
@@ -121,20 +121,20 @@ def flatten(d: dict, prefix: str = "") -> dict:
     return out
 
 
-def _read_run(run: Path) -> tuple[dict, dict, pd.DataFrame]:
+def _read_run(run: Path) -> tuple[Summary | None, dict, pd.DataFrame]:
     """(summary, flat config, metrics) of one run; raises ValueError if unreadable."""
-    summary, config = {}, {}
+    config = {}
     try:
-        if (run / "summary.json").exists():
-            summary = json.loads((run / "summary.json").read_text())
+        summary = Summary.read(run)
         if (run / "config.yaml").exists():
             config = flatten(yaml.safe_load((run / "config.yaml").read_text()) or {})
-    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError) as err:
+    except (json.JSONDecodeError, yaml.YAMLError, UnicodeDecodeError, KeyError, TypeError,
+            ValueError) as err:
         raise ValueError(f"unreadable run files ({type(err).__name__})") from err
-    if not summary and not config:
-        raise ValueError("neither summary.json nor config.yaml")
+    if summary is None and not config:
+        raise ValueError(f"neither {SUMMARY} nor config.yaml")
     try:
-        metrics = read_metrics(run, summary.get("tokens_per_step"))
+        metrics = read_metrics(run, summary and summary.tokens_per_step)
     except (pd.errors.EmptyDataError, pd.errors.ParserError, KeyError) as err:
         raise ValueError(f"unreadable metrics ({type(err).__name__})") from err
     return summary, config, metrics
@@ -153,15 +153,14 @@ _SCHEDULE_KEYS = {"kind": "train.schedule", "warmup": "train.warmup", "decay": "
                   "min_lr_ratio": "train.min_lr_ratio"}
 
 
-def _decay_start(summary: dict, config: dict) -> float:
+def _decay_start(summary: Summary | None, config: dict) -> float:
     """Tokens before the first step the trainer takes below the peak rate (WSD); NaN for
     cosine (it decays throughout). A key the config lacks has ``train``'s default."""
-    steps, per_step = summary.get("max_steps"), summary.get("tokens_per_step")
-    if not steps or not per_step:
+    if summary is None:
         return float("nan")
     recorded = {k: config[key] for k, key in _SCHEDULE_KEYS.items() if key in config}
-    start = LRSchedule(steps, **recorded).falls_from()
-    return float("nan") if start is None else start * per_step
+    start = LRSchedule(summary.max_steps, **recorded).falls_from()
+    return float("nan") if start is None else start * summary.tokens_per_step
 
 
 PRESET_NAMES = ("quant.name", "model.name")  # config keys that name a whole preset
@@ -238,24 +237,22 @@ def collect(paths: list[str | Path]) -> Collection:
         except ValueError as err:
             skipped.append({"run": run_id, "status": "unreadable", "reason": str(err)})
             continue
-        status = summary.get("status", "running")
-        if status in ("failed", "diverged"):
-            skipped.append({"run": run_id, "status": status,
-                            "reason": str(summary.get("error") or ""), "config": config})
+        status = summary.status.value if summary else "running"
+        if summary and status in ("failed", "diverged"):
+            skipped.append({"run": run_id, "status": status, "reason": summary.error or "",
+                            "config": config})
             continue
         rows.append({**config, "run": run_id, "path": str(run), "status": status,
                      "name": config.get("name"),
-                     "seed": summary.get("seed", config.get("seed")),
-                     "recipe": summary.get("quant", config.get("quant.name")),
-                     "decay_start": _decay_start(summary, config),
-                     "tail_train_loss": tail_train_loss(metrics, summary.get("max_steps")),
-                     "device": summary.get("device"), "params": _params(config),
-                     "machine_class": machine_class(run, summary.get("machine_class")),
-                     **{k: summary.get(k) for k in ("final_val_loss", "best_val_loss",
-                                                    "final_val_bpb", "final_train_loss",
-                                                    "tokens", "steps", "wall_seconds",
-                                                    "tokens_per_second", "backend", "model",
-                                                    "finished")}})
+                     "seed": getattr(summary, "seed", config.get("seed")),
+                     "recipe": getattr(summary, "quant", config.get("quant.name")),
+                     "decay_start": _decay_start(summary, config), "params": _params(config),
+                     "tail_train_loss": tail_train_loss(metrics, summary and summary.max_steps),
+                     "machine_class": machine_class(run, summary and summary.machine_class),
+                     **{k: getattr(summary, k, None) for k in (
+                         "final_val_loss", "best_val_loss", "final_val_bpb", "final_train_loss",
+                         "tokens", "steps", "wall_seconds", "tokens_per_second", "backend",
+                         "model", "finished", "device")}})
         curves.append(metrics.reindex(columns=CURVE_COLUMNS).assign(run=run_id))
         layers.append(_layer_table(run_id, metrics))
     return _assemble(rows, curves, layers, skipped, root)
