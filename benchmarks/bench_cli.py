@@ -4,7 +4,7 @@
 
 Each command is the real console script as a subprocess, timed from start to exit; the
 baselines, measured in the same run, are a bare interpreter (``python -c pass``) and the import
-of torch and Lightning that these answers avoid (train/preflight.py, lazy.py). The bar (issue
+of torch and Lightning that these answers avoid (config/preflight.py, lazy.py). The bar (issue
 34): under a second. Run it alone on the machine: a training beside it measures the training.
 Record the table with machine and date in RESULTS.md.
 """

@@ -32,7 +32,7 @@ import pandas as pd
 from nvfp4_lab.analysis.findings.claims import claim_gaps
 from nvfp4_lab.analysis.inference.stats import mean_ci
 from nvfp4_lab.analysis.sources.paper import Claim
-from nvfp4_lab.train.sweep import summarise
+from nvfp4_lab.sweep.callback import summarise
 
 SCRIPT = Path(sys.executable).with_name("nvfp4-lab")
 

@@ -99,7 +99,7 @@ def step_ms(args) -> tuple[float, str]:
 
 def shipped_step_ms() -> tuple[float, str]:
     from nvfp4_lab.quant.cost import shipped
-    from nvfp4_lab.train.machine import Machine
+    from nvfp4_lab.sweep.machine import Machine
 
     rows = [r for r in shipped() if (r.format, r.model, r.backend) == ("bf16", "nano", "none")]
     here = str(Machine.here().cls)

@@ -51,8 +51,8 @@ def run(argv: list[str]) -> int:
     """Hydra's ``@hydra.main`` over ``conf/``; one ``train`` (``_job``) per job."""
     import hydra
 
-    from .train import preflight
-    from .train.schema import register
+    from .config import preflight
+    from .config.schema import register
 
     if {"--help", "-h"} & set(argv):
         from .configs import run_help
@@ -75,7 +75,7 @@ def run(argv: list[str]) -> int:
     sys.argv = [sys.argv[0], *argv, *shared_run_dir(argv)]
     app = hydra.main(version_base="1.3", config_path=str(conf_dir()), config_name="config")
     try:
-        app(_job)()    # a sweep with a failed job ends in SystemExit(1) (train/sweep.py)
+        app(_job)()    # a sweep with a failed job ends in SystemExit(1) (sweep/callback.py)
     finally:
         _close_process_group()
     return 0
@@ -88,10 +88,10 @@ def _job(cfg) -> None:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    from .config.schema import Refused
     from .rundir import RankFailed, RunExists
+    from .sweep.plan import SweepPlan
     from .train.progress import SweepPosition
-    from .train.schema import Refused
-    from .train.sweep_plan import SweepPlan
     from .train.task import train
 
     hc = HydraConfig.get()
@@ -139,9 +139,9 @@ def _close_process_group() -> None:
 def prepare_data(argv: list[str]) -> int:
     """Prepare the corpus of the composed config (``data=...`` overrides); shards and a
     prepared folder are checked."""
+    from .config.preflight import composed
+    from .config.schema import plain
     from .data import DataConfig, DataUnavailable, prepare
-    from .train.preflight import composed
-    from .train.schema import plain
 
     cfg = composed(argv)
     if isinstance(cfg, str):
@@ -175,7 +175,7 @@ def _info_lines() -> list[str]:
     from .data import corpus
     from .formats import FORMATS
     from .quant import packaged
-    from .train.machine import Machine, versions
+    from .sweep.machine import Machine, versions
 
     cuda = torch.cuda.get_device_name() if torch.cuda.is_available() else "none"
     machine = Machine.here()
@@ -325,12 +325,12 @@ def publish(argv: list[str]) -> int:
 
 
 def dry_run_text(argv: list[str]) -> str:
-    """``run --dry-run``: the jobs and their cost (``train.preview``), then what the lab's
+    """``run --dry-run``: the jobs and their cost (``sweep.preview``), then what the lab's
     published results say the ablation's claims need, priced here
     (``analysis.findings.context``)."""
     from .analysis.findings.context import plan_lines, shipped
     from .analysis.sources.paper import load_paper
-    from .train.preview import preview
+    from .sweep.preview import preview
 
     dry = preview(argv)
     paper = load_paper(dry.name)

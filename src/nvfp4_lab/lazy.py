@@ -4,7 +4,7 @@ The config dataclasses (``quant.Recipe``, ``model.ModelConfig``, ``data.DataConf
 packages whose other modules import torch and Lightning. With eager ``__init__``s, reading one
 config imported both before a typo could be reported (benchmarks/bench_cli.py); with
 ``exports`` a package imports a submodule only when one of its names is first used, so the
-command-line check (``train/preflight.py``) composes and validates a config with neither
+command-line check (``config/preflight.py``) composes and validates a config with neither
 loaded. A public name must not also be a submodule's name: the import system would bind the
 submodule over it.
 """

@@ -4,7 +4,7 @@
       config.yaml          the resolved config (Hydra writes no .hydra/ record: output_subdir null)
       layer_report.json    which layer got which quantizer (quant.convert's report)
       checkpoints/last.ckpt  the latest checkpoint; ``resume=auto`` continues from it
-      checkpoints/branch/    the steps other arms branch from (train/branch.py)
+      checkpoints/branch/    the steps other arms branch from (config/branch.py)
       logs/csv/version_N/  Lightning's CSVLogger, one version per attempt (start or resume)
       logs/tb/version_N/   TensorBoard events
       logs/wandb/          the Weights & Biases run's local files (``logger=wandb``)
@@ -203,7 +203,7 @@ class Summary:
     backend_reason: str | None = None
     started: str | None = None
     finished: str | None = None
-    branched_from: dict[str, Any] | None = None   # train/branch.py: the parent run, step
+    branched_from: dict[str, Any] | None = None   # config/branch.py: the parent run, step
     data_fingerprint: str | None = None  # the prepared data's sha256 (its corpus checksum in)
     code_sha256: str | None = None   # ``code_sha256()``: the code, where no git SHA names it
 

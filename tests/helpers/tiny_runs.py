@@ -13,8 +13,8 @@ def train_tiny(root: Path, quant: str) -> Path:
     """A finished run of recipe ``quant`` (reference backend) at ``root / quant``."""
     from hydra import compose, initialize_config_dir
 
+    from nvfp4_lab.config.schema import register
     from nvfp4_lab.configs import conf_dir
-    from nvfp4_lab.train.schema import register
     from nvfp4_lab.train.task import train
 
     register()

@@ -2,7 +2,7 @@
 
 ``+ablation=precision_switch_v2 arm=switch_fwd_0.82`` sweeps the seeds of one branch arm
 alone, so no job of the sweep has trained the ``nvfp4`` run it continues. The job refuses
-before it writes anything (``train/branch.py``); Hydra's own log of the job goes with it.
+before it writes anything (``config/branch.py``); Hydra's own log of the job goes with it.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ from omegaconf import OmegaConf
 
 from nvfp4_lab.data import DataConfig, corpus, load_prepared, prepared_dir
 from nvfp4_lab.quant.packaged import compile_cache_dir
-from nvfp4_lab.train.sweep_plan import SweepPlan
+from nvfp4_lab.sweep.plan import SweepPlan
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"

@@ -17,8 +17,8 @@ from helpers.runs import process_env
 from omegaconf import DictConfig
 
 from nvfp4_lab.cli import COMMANDS
+from nvfp4_lab.config.preflight import check, composed
 from nvfp4_lab.harness.command import EvalArgs
-from nvfp4_lab.train.preflight import check, composed
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "gpu_scale.md"
 REHEARSAL = "## Rehearse the chain on a CPU"

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from nvfp4_lab.train.preflight import composed
+from nvfp4_lab.config.preflight import composed
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

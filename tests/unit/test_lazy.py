@@ -39,7 +39,7 @@ def test_the_config_types_import_without_torch_or_lightning():
             "from nvfp4_lab.quant import Recipe, preset\n"
             "from nvfp4_lab.model import ModelConfig, model_preset\n"
             "from nvfp4_lab.data import DataConfig\n"
-            "from nvfp4_lab.train.schema import TrainConfig\n"
+            "from nvfp4_lab.config.schema import TrainConfig\n"
             "assert preset('nvfp4').rht.size == 16 and model_preset('nano').d_model == 128\n"
             "print(sorted(m for m in ('torch', 'lightning', 'pandas') if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -1,5 +1,5 @@
 """A trained run as a model that scores text: the weights of ``checkpoints/last.ckpt``, the
-model and recipe of its ``config.yaml`` (``train.job.Job``, as the run built them), its
+model and recipe of its ``config.yaml`` (``config.job.Job``, as the run built them), its
 tokenizer, its context length, and the forward pass chosen (``downstream.Forward``).
 
 ``quantized`` converts the model as ``LMTask.configure_model`` does, with the quantization
@@ -19,6 +19,7 @@ import torch
 from omegaconf import OmegaConf
 
 from .. import rundir
+from ..config.job import Job
 from ..data import ByteTokenizer, Tokenizer, load_prepared, load_tokenizer, prepared_dir
 from ..data.config import DataConfig
 from ..data.hf_prepare import MANIFEST, Manifest
@@ -26,7 +27,6 @@ from ..data.tokenizer import BPETokenizer, tokenizer_file
 from ..downstream import Forward
 from ..model import LanguageModel, build_model
 from ..quant import QuantState, convert
-from ..train.job import Job
 
 CHECKPOINT = Path("checkpoints") / "last.ckpt"
 AUTOCAST = {"bf16": torch.bfloat16, "16": torch.float16}   # trainer.precision's prefix

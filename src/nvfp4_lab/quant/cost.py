@@ -31,7 +31,7 @@ run's ``AutoBackend`` (``train/auto_backend.py``) applies them: it chooses, prob
 records.
 
 The same timings, with the seconds a validation pass took, estimate a whole run for
-``--dry-run`` and a sweep's progress lines (``train/sweep_plan.py``):
+``--dry-run`` and a sweep's progress lines (``sweep/plan.py``):
 
     run(backend) = startup_backend + steps x ms_backend + validations x s_validation
 

@@ -30,10 +30,10 @@ import lightning as L
 import pandas as pd
 import torch
 
+from ..console import say
 from ..model import ModelConfig
 from ..quant import Backend, Recipe, cost, resolve
 from ..quant.recipe import NO_BACKEND
-from .console import say
 
 WARM, PROBE = 2, 8
 

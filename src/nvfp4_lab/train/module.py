@@ -27,13 +27,13 @@ import lightning as L
 import torch
 from torch import nn
 
+from ..config.schema import TrainConfig
+from ..console import say
 from ..data import Slots
 from ..model import LanguageModel, ModelConfig, build_model, lm_loss
 from ..quant import Recipe, convert, layer_stats
 from ..quant.converter import find_blocks
 from ..quant.linear import QuantLinear, QuantState
-from .console import say
-from .schema import TrainConfig
 
 
 class NonFiniteError(RuntimeError):

@@ -9,7 +9,7 @@ against it, as they do against a real run).
 
 Both modes say how long is left: for the job, from its own steps per second since it started
 (or resumed); for a sweep, the job's remainder and then the jobs after it at the estimates of
-the sweep's plan (``train/sweep_plan.py``: this machine's timings for each recipe), laid out
+the sweep's plan (``sweep/plan.py``: this machine's timings for each recipe), laid out
 on the slots that run at once. A later job never measured here counts at this job's length,
 and the figure says it guessed (``sweep ~2h10m?``).
 """
@@ -26,8 +26,8 @@ from pathlib import Path
 
 from lightning.pytorch.callbacks import Callback, RichProgressBar
 
-from .console import RANK_ZERO, duration, say
-from .sweep_plan import SweepPlan
+from ..console import RANK_ZERO, duration, say
+from ..sweep.plan import SweepPlan
 
 
 @dataclass(frozen=True)
@@ -108,7 +108,7 @@ def _pace(marks: list[tuple[float, int]]) -> float:
 
 class Speedometer(Callback):
     """Log ``tokens_per_second`` every ``every`` steps and a plain line to the run's cli.log,
-    also on the terminal if ``echo`` (train/console.py).
+    also on the terminal if ``echo`` (console.py).
 
     Lightning validates after the training batch of a step, so at a step that is also a
     validation step (``val_every``) the line waits for that validation and shows its loss,
@@ -216,7 +216,7 @@ def quiet_lightning() -> None:
     """Drop Lightning's per-run banners (accelerators available, "fit stopped") from plain
     logs and sweeps, where they repeat for every job. They are ``rank_zero_info`` messages; a
     real warning still shows.
-    A branch (train/branch.py) starts from its parent's checkpoint, whose checkpoint folder
+    A branch (config/branch.py) starts from its parent's checkpoint, whose checkpoint folder
     is not its own: ModelCheckpoint's notice that it will not reuse it is expected there."""
     logging.getLogger(RANK_ZERO).setLevel(logging.WARNING)
     warnings.filterwarnings("ignore", message=r"The dirpath has changed from")

@@ -26,15 +26,17 @@ from lightning.pytorch.loggers import CSVLogger, Logger, TensorBoardLogger, Wand
 from omegaconf import DictConfig, OmegaConf
 
 from .. import rundir
+from ..config import branch, wandb_check
+from ..config.job import Job
+from ..config.schema import Refused, TrainConfig, TrainerConfig, apply_arm, process_rank
+from ..console import adopt_lightning_log, say
 from ..data import LMDataModule
-from . import branch, threads, wandb_log
+from ..sweep import threads
+from ..sweep.machine import Machine, versions
+from . import wandb_log
 from .auto_backend import AutoBackend, Used
-from .console import adopt_lightning_log, say
-from .job import Job
-from .machine import Machine, versions
 from .module import LMTask, NonFiniteError
 from .progress import SweepPosition, progress_callbacks, quiet_lightning, wants_rich
-from .schema import Refused, TrainConfig, TrainerConfig, apply_arm, process_rank
 
 
 def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
@@ -44,7 +46,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
     raw, cfg = cfg, apply_arm(cfg)
     job = Job.of_arm(cfg)
     job.trainer.check_launch(multirun)
-    if why := wandb_log.refusal(job.logger):
+    if why := wandb_check.refusal(job.logger):
         raise Refused(why)
     world = job.trainer.world_size()
     start = rundir.check_can_start(out, cfg, world=world, tokens_per_step=job.tokens_per_step)

@@ -97,8 +97,8 @@ def test_a_bad_count_is_one_line_naming_the_key_and_the_forms(value):
 
 
 def test_hydra_reads_2e9_on_the_command_line_as_a_count():
-    from nvfp4_lab.train.preflight import composed
-    from nvfp4_lab.train.schema import plain
+    from nvfp4_lab.config.preflight import composed
+    from nvfp4_lab.config.schema import plain
 
     cfg = composed(["data=fineweb_edu", "data.path=o", "data.max_tokens=2e9"])
     data = plain(cfg.data, DataConfig)

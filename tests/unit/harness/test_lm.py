@@ -12,8 +12,8 @@ import torch
 from helpers.tiny_runs import TASK, train_tiny, write_choice_task
 from omegaconf import OmegaConf
 
+from nvfp4_lab.config.job import Job
 from nvfp4_lab.quant import preset
-from nvfp4_lab.train.job import Job
 from nvfp4_lab.train.module import LMTask
 
 lm_eval = pytest.importorskip("lm_eval")

@@ -18,13 +18,13 @@ import pytest
 import torch
 from torch import nn
 
+from nvfp4_lab.config.schema import TrainConfig
 from nvfp4_lab.formats import Stream, quantize
 from nvfp4_lab.formats.rng import stream_key
 from nvfp4_lab.model import ModelConfig
 from nvfp4_lab.quant import OPERANDS, QuantLinear, QuantState, preset
 from nvfp4_lab.quant.operands import GEMMS
 from nvfp4_lab.train.module import LMTask
-from nvfp4_lab.train.schema import TrainConfig
 
 SEED, STEP, INDEX = 1, 5, 2
 

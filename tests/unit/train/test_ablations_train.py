@@ -13,9 +13,9 @@ import pytest
 import yaml
 from helpers.runs import fast
 
+from nvfp4_lab.config.schema import apply_arm
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.sweepdir import sweep_params
-from nvfp4_lab.train.schema import apply_arm
 from nvfp4_lab.train.task import train
 
 CONF = conf_dir()

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from nvfp4_lab.config.schema import RootConfig
 from nvfp4_lab.rundir import ADDED, VOLATILE, config_hash
-from nvfp4_lab.train.schema import RootConfig
 
 GOLDEN = Path(__file__).parents[2] / "golden" / "run_config_2026-12-01.yaml"
 PUBLISHED = Path(__file__).parents[3] / "results"

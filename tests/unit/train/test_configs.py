@@ -10,10 +10,10 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ConfigKeyError, ValidationError
 
+from nvfp4_lab.config.schema import LoggerConfig, apply_arm, recipe_of
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.quant import PRESETS, from_dict, to_dict
 from nvfp4_lab.sweepdir import sweep_params
-from nvfp4_lab.train.schema import LoggerConfig, apply_arm, recipe_of
 
 CONF = conf_dir()
 GROUPS = ("model", "quant", "data", "train", "trainer", "launcher", "logger")
@@ -246,7 +246,7 @@ def test_gpu_scale_states_its_tokens_per_parameter(composer):
     of 524,288 tokens: the numbers its file and its model's file state."""
     from helpers.gpu_scale import params
 
-    from nvfp4_lab.train.job import Job
+    from nvfp4_lab.config.job import Job
 
     job = Job.resolve(composer(["+scale=gpu_124m"]))
     n = params("gpt2_small")

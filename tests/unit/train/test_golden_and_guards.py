@@ -3,7 +3,7 @@
 The golden files pin the train loss of the first steps of a fixed config (NVFP4 with every
 technique, reference backend, one thread) so that a change to any numerics on the training
 path shows up. There is one file per machine class the project has measured
-(``train/machine.py``: architecture, torch's CPU instruction set, vendor, family; their
+(``sweep/machine.py``: architecture, torch's CPU instruction set, vendor, family; their
 kernels sum in different orders), each recording the versions of the packages that computed
 it. Where this machine's class has a file made with the same versions, the losses must be
 equal to the bit. Otherwise the test says what differs and compares with every file at a
@@ -23,7 +23,7 @@ import pytest
 import torch
 from helpers.runs import fast
 
-from nvfp4_lab.train.machine import Machine, MachineClass, versions
+from nvfp4_lab.sweep.machine import Machine, MachineClass, versions
 from nvfp4_lab.train.module import LMTask
 from nvfp4_lab.train.task import train
 

@@ -3,10 +3,10 @@ from __future__ import annotations
 
 import pytest
 
+from nvfp4_lab.console import duration
+from nvfp4_lab.sweep.plan import PlannedJob, SweepPlan
 from nvfp4_lab.train import progress
-from nvfp4_lab.train.console import duration
 from nvfp4_lab.train.progress import Countdown, SweepPosition
-from nvfp4_lab.train.sweep_plan import PlannedJob, SweepPlan
 
 
 @pytest.fixture

@@ -44,7 +44,7 @@ def test_a_run_shorter_than_its_log_interval_counts_its_steps(composer, tmp_path
              if ln.startswith("model name")] if Path("/proc/cpuinfo").exists() else []
     if model:                   # and which processor: same kernels, other CPUs, other sums
         assert model[0].split(":", 1)[1].strip() in summary.device
-    # the machine class (train/machine.py) and the versions that decide bit-equality
+    # the machine class (sweep/machine.py) and the versions that decide bit-equality
     assert summary.machine_class.startswith(
         f"{platform.machine()} {torch.backends.cpu.get_cpu_capability()}, ")
     family = [ln for ln in Path("/proc/cpuinfo").read_text().splitlines()

@@ -13,10 +13,10 @@ from helpers.runs import fast
 from omegaconf import OmegaConf
 
 from nvfp4_lab.cli import main
+from nvfp4_lab.config.schema import LoggerConfig, Refused
+from nvfp4_lab.config.wandb_check import INSTALL, refusal
 from nvfp4_lab.train.progress import SweepPosition
-from nvfp4_lab.train.schema import LoggerConfig, Refused
 from nvfp4_lab.train.task import train
-from nvfp4_lab.train.wandb_log import INSTALL, refusal
 
 BLOCK = 32768        # the log's block size; a record's header is 7 bytes, as is the file's
 FULL, LAST = 1, 4    # the chunk types that end a record

@@ -10,7 +10,7 @@ mix of run dirs, sweep dirs and globs into three tables:
              best losses, tail_train_loss (the paper's metric: train loss averaged over the
              logged steps of the run's last TAIL of steps), tokens, decay_start (tokens where
              the WSD decay begins), device (the machine, as the run recorded it),
-             machine_class (``train/machine.py``; for a run that did not record it whole,
+             machine_class (``sweep/machine.py``; for a run that did not record it whole,
              its results tree's ``machine_classes.csv``: ``machines``), data.tokenizer and
              data.vocab_size (what the loss is per: ``comparable``), quant.format, params (a
              transformer's non-embedding parameters, from its config's shape)

@@ -5,7 +5,7 @@ A loss is per token of its run's tokenizer (per byte for ``bytes``): two tokeniz
 BPE at two vocabulary sizes, give losses in different units, and a gap between them measures
 the tokenizers, not the recipes. ``loss_unit`` refuses such runs with a ValueError naming the
 values. Runs of different models, or of different machine classes (their float sums differ:
-``train/machine.py``), can share the axes, but a gap between two of them is not the recipe's
+``sweep/machine.py``), can share the axes, but a gap between two of them is not the recipe's
 alone: ``caution_md`` says so at the top of the report.
 """
 from __future__ import annotations

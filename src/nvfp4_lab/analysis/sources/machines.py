@@ -1,13 +1,13 @@
 """The machine class of each run, and the label of a set of runs' classes.
 
 Two runs of one config and seed give the same bits only on one machine class
-(``train/machine.py``: architecture, instruction set, vendor, CPU family, written as
+(``sweep/machine.py``: architecture, instruction set, vendor, CPU family, written as
 "x86_64 AVX512, AMD family 25"), so every table that compares runs names it. Runs since
 2026-12-04 record it in ``summary.json`` (``machine_class``). Older runs recorded less
 (``device``: "cpu (x86_64, 1 threads)"), and ``machine_classes.csv``, at the root of the results
 tree they lie in, assigns their class from the lab's records: one row per pattern of run paths
 (relative to that root, read by ``fnmatch``), the class in the same format and the evidence. What
-the evidence does not establish is "unknown" in the class, as ``train/machine.py`` writes what
+the evidence does not establish is "unknown" in the class, as ``sweep/machine.py`` writes what
 ``/proc/cpuinfo`` lacks ("x86_64 AVX512, Intel family unknown").
 """
 from __future__ import annotations

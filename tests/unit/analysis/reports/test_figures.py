@@ -16,10 +16,10 @@ from matplotlib.container import BarContainer
 from nvfp4_lab.analysis import collect, efficiency_table, figures
 from nvfp4_lab.analysis.reports import paper_figures
 from nvfp4_lab.analysis.sources.paper import load_paper
+from nvfp4_lab.config.schema import TrainConfig
 from nvfp4_lab.model import ModelConfig
 from nvfp4_lab.quant import Backend, preset
 from nvfp4_lab.train.module import LMTask
-from nvfp4_lab.train.schema import TrainConfig
 
 COLOURS = {"bf16": "C0", "nvfp4": "C1", "mxfp4": "C2", "fp8": "C3"}
 

@@ -1,15 +1,15 @@
-"""A sweep's plan (``train/sweep_plan.py``): its jobs' estimates, the sweep's length laid out on
+"""A sweep's plan (``sweep/plan.py``): its jobs' estimates, the sweep's length laid out on
 the slots that run at once, and the file the jobs read; checked by hand."""
 from __future__ import annotations
 
 import pytest
 from hydra import compose, initialize_config_dir
 
+from nvfp4_lab.config.schema import plain, register
 from nvfp4_lab.configs import conf_dir
 from nvfp4_lab.model import ModelConfig
 from nvfp4_lab.quant import cost
-from nvfp4_lab.train.schema import plain, register
-from nvfp4_lab.train.sweep_plan import (
+from nvfp4_lab.sweep.plan import (
     FILE,
     PlannedJob,
     SweepPlan,

@@ -25,10 +25,10 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from ..config.job import Job
 from ..quant import cost, gpu_time
 from ..quant.recipe import NO_BACKEND
 from . import threads
-from .job import Job
 from .machine import Machine
 
 FILE = "sweep_plan.json"

@@ -10,8 +10,8 @@ import pytest
 from helpers.shard_writers import write_llmc
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
+from nvfp4_lab.config.preflight import _trials, check
 from nvfp4_lab.configs import conf_dir
-from nvfp4_lab.train.preflight import _trials, check
 
 
 @pytest.mark.parametrize("argv, expected", [
@@ -103,7 +103,7 @@ def _check_alone(argv: list[str]) -> list[str]:
     """The check's answer in a fresh interpreter, then which of torch and Lightning it
     imported."""
     code = ("import sys\n"
-            "from nvfp4_lab.train.preflight import check\n"
+            "from nvfp4_lab.config.preflight import check\n"
             f"print(check({argv!r}))\n"
             "print(sorted(m for m in ('torch', 'lightning') if m in sys.modules))\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -180,9 +180,9 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
     the command line's values in the ablation's place; a new swept key comes last."""
     from hydra import initialize_config_dir
 
+    from nvfp4_lab.config.schema import register
     from nvfp4_lab.configs import conf_dir
-    from nvfp4_lab.train.preview import job_overrides, preview
-    from nvfp4_lab.train.schema import register
+    from nvfp4_lab.sweep.preview import job_overrides, preview
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))      # an empty timing ledger
     register()
@@ -201,7 +201,7 @@ def test_dry_run_expansion_follows_the_ablation_then_the_command_line(tmp_path, 
 
 def test_dry_run_columns_line_up_under_their_heads_however_long_the_jobs(tmp_path,
                                                                          monkeypatch):
-    from nvfp4_lab.train.preview import preview
+    from nvfp4_lab.sweep.preview import preview
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path))
     lines = preview(["+ablation=smoke", "train.tokens_per_param=2,5", "train.lr=1e-3,2e-3",
@@ -219,9 +219,9 @@ def test_dry_run_of_a_sweep_marks_the_jobs_its_directory_holds_done(tmp_path, mo
     from hydra import compose, initialize_config_dir
 
     from nvfp4_lab import rundir
+    from nvfp4_lab.config.schema import apply_arm, register
     from nvfp4_lab.configs import conf_dir
-    from nvfp4_lab.train.preview import job_overrides, preview
-    from nvfp4_lab.train.schema import apply_arm, register
+    from nvfp4_lab.sweep.preview import job_overrides, preview
 
     monkeypatch.setenv("NVFP4_LAB_CACHE", str(tmp_path / "cache"))
     sweep = tmp_path / "sweep"
@@ -298,7 +298,7 @@ def test_dry_run_gives_a_null_the_seeds_for_tost(tmp_path, monkeypatch):
 def test_the_dry_run_imports_no_lightning(tmp_path):
     """--dry-run composes, expands and estimates; training code stays unloaded."""
     code = ("import sys\n"
-            "from nvfp4_lab.train.preview import preview\n"
+            "from nvfp4_lab.sweep.preview import preview\n"
             "print(preview(['+ablation=smoke']).text.splitlines()[0])\n"
             "print(sorted(m for m in ('lightning',) if m in sys.modules))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

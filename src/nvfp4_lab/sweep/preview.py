@@ -3,7 +3,7 @@
 The jobs are expanded as Hydra's basic sweeper will expand them (``rundir.sweep_jobs``). Each
 job is composed and typed as the task will (``preflight`` has already refused a bad one), and
 its wall time is estimated from the timings this machine measured for the same quantizers,
-model, batch and threads, for the backend the job will use (``train/sweep_plan.py``). A
+model, batch and threads, for the backend the job will use (``sweep/plan.py``). A
 configuration never run here gets a first estimate from the step times shipped for its
 machine class, labelled as one; its first run records this machine's own. A job
 that the sweep directory (``hydra.sweep.dir=...``, Hydra's default job folders) already holds
@@ -20,11 +20,11 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig
 
 from .. import rundir
+from ..config.job import Job
+from ..config.schema import TrainerConfig, apply_arm, plain, register
 from ..configs import conf_dir
-from .console import duration
-from .job import Job
-from .schema import TrainerConfig, apply_arm, plain, register
-from .sweep_plan import SweepPlan, parallel_jobs, plan_job
+from ..console import duration
+from .plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
 
 

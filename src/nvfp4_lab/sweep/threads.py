@@ -11,7 +11,7 @@ choice is printed with its reason, and a warning says when other processes are r
 now (``/proc/loadavg``'s runnable count, less this command's own jobs) on the cores this run is
 about to use. The core count is torch's default in the launching process: a sweep's worker
 processes may start with their thread pools already capped, so the sweep's plan carries it to
-them (``train/sweep_plan.py``).
+them (``sweep/plan.py``).
 """
 from __future__ import annotations
 

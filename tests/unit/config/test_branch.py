@@ -1,4 +1,4 @@
-"""Branching (``train/branch.py``): a precision-switch arm continues the NVFP4 run from its
+"""Branching (``config/branch.py``): a precision-switch arm continues the NVFP4 run from its
 switch step, and ends where the same arm trained from step 0 ends, bit for bit.
 
 The runs are trained in this process through ``train.task.train`` as the sweep's jobs are
@@ -16,11 +16,11 @@ import pytest
 from helpers.runs import fast
 from omegaconf import OmegaConf, open_dict
 
+from nvfp4_lab.config import branch
+from nvfp4_lab.config.job import Job
+from nvfp4_lab.config.schema import Refused, apply_arm
 from nvfp4_lab.rundir import config_hash
-from nvfp4_lab.train import branch
-from nvfp4_lab.train.job import Job
 from nvfp4_lab.train.progress import SweepPosition
-from nvfp4_lab.train.schema import Refused, apply_arm
 from nvfp4_lab.train.task import train
 
 STEPS, SWITCH = 12, 10
@@ -38,8 +38,8 @@ def runs(tmp_path_factory):
     """{(ablation, arm): run directory}, each sweep's jobs trained in order."""
     from hydra import compose, initialize_config_dir
 
+    from nvfp4_lab.config.schema import register
     from nvfp4_lab.configs import conf_dir
-    from nvfp4_lab.train.schema import register
 
     register()
     tmp = tmp_path_factory.mktemp("branch")

@@ -284,7 +284,7 @@ class RootConfig:
     resume: Resume = Resume.auto    # auto: continue from checkpoints/last.ckpt; never: refuse
     arm: str | None = None
     arms: dict[str, Any] = field(default_factory=dict)
-    branch_from: str | None = None  # the arm whose run this one continues (train/branch.py)
+    branch_from: str | None = None  # the arm whose run this one continues (config/branch.py)
     output_root: str = "outputs"
     model: ModelConfig = field(default_factory=ModelConfig)
     quant: QuantSchema = field(default_factory=QuantSchema)

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from nvfp4_lab.train.job import Job
-from nvfp4_lab.train.schema import Refused
+from nvfp4_lab.config.job import Job
+from nvfp4_lab.config.schema import Refused
 
 
 def test_a_job_counts_its_tokens_and_steps(composer):

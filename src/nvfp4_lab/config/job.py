@@ -1,5 +1,5 @@
 """One job, resolved once: a composed config with its arm applied, turned into the typed
-objects that the run (``task.train``), the dry run (``sweep_plan.plan_job``) and the
+objects that the run (``task.train``), the dry run (``sweep.plan.plan_job``) and the
 command-line check (``preflight``) all read, so that none of them converts the config or
 works out a run's length again. Imports no torch and no Lightning."""
 from __future__ import annotations

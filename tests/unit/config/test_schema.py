@@ -7,8 +7,7 @@ import dataclasses
 import pytest
 from omegaconf import OmegaConf
 
-from nvfp4_lab.quant import Recipe
-from nvfp4_lab.train.schema import (
+from nvfp4_lab.config.schema import (
     QuantSchema,
     Refused,
     TrainConfig,
@@ -17,6 +16,7 @@ from nvfp4_lab.train.schema import (
     process_rank,
     recipe_of,
 )
+from nvfp4_lab.quant import Recipe
 
 LAUNCHER_KEYS = ("WORLD_SIZE", "LOCAL_WORLD_SIZE", "LOCAL_RANK", "SLURM_NTASKS", "SLURM_NNODES")
 

@@ -6,7 +6,7 @@ Inside ``@hydra.main`` a mistake surfaces late and loudly. A mistyped key
 model then rejects with a traceback; a value the typed configs refuse (``train.max_steps=-3``)
 raises inside the task, after Hydra has created the run directory, and prints a partial stack.
 ``check`` composes the same config first, through Hydra's compose API, and builds the typed
-configs the task will build (``train/schema.py``), so the command can stop with one line
+configs the task will build (``config/schema.py``), so the command can stop with one line
 before anything exists on disk. A sweep is checked one value at a time: every value of every
 swept key, with the other keys at their first value (at most ``MAX_VALUES`` per key; seeds and
 the like need no more), and every arm of an ablation. An option that names no file of its
@@ -37,7 +37,7 @@ from ..configs import conf_dir, config_groups
 from ..quant import operand_plan, switched_plan, token_chunk
 from .job import Job
 from .schema import register
-from .wandb_log import refusal as wandb_refusal
+from .wandb_check import refusal as wandb_refusal
 
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")

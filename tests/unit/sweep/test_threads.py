@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from nvfp4_lab.train.threads import plan
+from nvfp4_lab.sweep.threads import plan
 
 
 @pytest.mark.parametrize("requested, parallel, cores, load, threads, reason", [

@@ -23,8 +23,8 @@ OmegaConf.update(cfg, "hydra.runtime.output_dir", str(out))
 OmegaConf.update(cfg, "hydra.job.name", "cli")
 configure_log(cfg.hydra.job_logging)
 
-from nvfp4_lab.train.console import say
-from nvfp4_lab.train.schema import Progress, TrainConfig, TrainerConfig
+from nvfp4_lab.console import say
+from nvfp4_lab.config.schema import Progress, TrainConfig, TrainerConfig
 from nvfp4_lab.train.task import _trainer
 
 _trainer(TrainerConfig(progress=Progress.rich), TrainConfig(), out, 4, 256, False, None, [], [])

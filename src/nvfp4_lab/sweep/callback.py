@@ -3,7 +3,7 @@
 ``on_multirun_start`` merges each arm of the ablation onto the sweep's config and builds its
 recipe, so a typo in an arm fails before any job has run (Hydra itself composes every job up
 front, but an arm is data inside the config, not a config group), and writes the sweep's plan
-(``train/sweep_plan.py``: its jobs, their estimates, the cores), which each job reads.
+(``sweep/plan.py``: its jobs, their estimates, the cores), which each job reads.
 ``on_multirun_end`` walks the sweep directory, reads each job's ``summary.json`` and writes
 ``sweep_summary.csv`` (one row per job, pandas), then ends the command with exit status 1 when
 a job failed or diverged: the sweep has gone on past it, its caller still learns of it
@@ -22,9 +22,9 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, open_dict
 
+from ..config.schema import apply_arm, recipe_of
 from ..rundir import COLUMNS, SUMMARY, Summary, sweep_jobs
-from .schema import apply_arm, recipe_of
-from .sweep_plan import SweepPlan, parallel_jobs, plan_job
+from .plan import SweepPlan, parallel_jobs, plan_job
 from .threads import machine_cores
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nvfp4_lab.train.machine import Machine, MachineClass, cpuinfo
+from nvfp4_lab.sweep.machine import Machine, MachineClass, cpuinfo
 
 AMD = """processor\t: 0
 vendor_id\t: AuthenticAMD
@@ -75,7 +75,7 @@ def test_versions_name_the_code_and_every_package_that_runs_it():
     import numpy
 
     import nvfp4_lab
-    from nvfp4_lab.train.machine import versions
+    from nvfp4_lab.sweep.machine import versions
 
     found = versions()
     assert (found["python"], found["torch"], found["numpy"], found["nvfp4-lab"]) == (

@@ -4,8 +4,8 @@ from __future__ import annotations
 import pytest
 from hydra import compose, initialize_config_dir
 
+from nvfp4_lab.config.schema import register
 from nvfp4_lab.configs import conf_dir
-from nvfp4_lab.train.schema import register
 
 
 @pytest.fixture
