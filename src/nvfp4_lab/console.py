@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import sys
+from typing import TextIO
 
 LOG = logging.getLogger("nvfp4_lab.run")
 RANK_ZERO = "lightning.pytorch.utilities.rank_zero"   # the logger of Lightning's rank_zero_info
@@ -30,7 +31,7 @@ def say(text: str, terminal: bool = True) -> None:
     LOG.info(text, extra={"terminal": terminal})
 
 
-class TerminalHandler(logging.StreamHandler):
+class TerminalHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """The terminal's handler: writes to ``sys.stdout`` as it is at each line, not as it was
     when logging was set up. A rich bar swaps in a stdout that prints lines above the bar; a
     line written past it is drawn over by the bar's next redraw, which leaves a stale bar."""
@@ -40,7 +41,7 @@ class TerminalHandler(logging.StreamHandler):
         logging.Handler.__init__(self)
 
     @property
-    def stream(self):
+    def stream(self) -> TextIO:
         return sys.stdout
 
 

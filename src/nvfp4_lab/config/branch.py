@@ -21,10 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, OmegaConf
 
-from ..quant import Switch
+if TYPE_CHECKING:
+    import pandas as pd
+
+from ..quant.recipe import Switch
 from .schema import Refused, TrainerConfig, apply_arm, plain, switch_of
 
 
@@ -40,7 +44,7 @@ class Branch:
     def checkpoint(self) -> Path:
         return checkpoint_path(self.parent, self.step)
 
-    def prefix(self):
+    def prefix(self) -> pd.DataFrame:
         """The parent's metrics of steps up to the branch (a DataFrame): the branch's own
         first rows. pandas and ``rundir`` load here and in ``find``, not with the
         module: the command-line check imports it for ``branch_step`` alone."""
@@ -49,7 +53,7 @@ class Branch:
         df = pd.read_csv(self.parent / "metrics.csv")
         return df[df["step"] <= self.step]
 
-    def record(self) -> dict:
+    def record(self) -> dict[str, Any]:
         """What the branch's summary.json says of it."""
         return {"job": self.job, "step": self.step}
 
@@ -59,7 +63,7 @@ def checkpoint_path(run: Path, step: int) -> Path:
 
 
 def _as_arm(raw: DictConfig, arm: str) -> DictConfig:
-    return apply_arm(OmegaConf.merge(raw, {"arm": arm}))
+    return apply_arm(cast(DictConfig, OmegaConf.merge(raw, {"arm": arm})))
 
 
 def branch_step(cfg: DictConfig, switch: Switch, max_steps: int) -> int | None:
@@ -109,7 +113,7 @@ def find(raw: DictConfig, cfg: DictConfig, sweep: Path | None, step: int | None,
                               world=plain(parent_cfg.trainer, TrainerConfig).world_size())
     for path in sorted(Path(sweep).rglob(rundir.SUMMARY)):
         s = rundir.Summary.read(path.parent)
-        if s.config_hash == want and s.status == rundir.Status.done:
+        if s is not None and s.config_hash == want and s.status == rundir.Status.done:
             if s.max_steps != max_steps:
                 raise Refused(f"branch_from={parent!r}: arm {parent!r} ran "
                                  f"{s.max_steps} steps and this arm {max_steps}; a "

@@ -11,9 +11,10 @@ import functools
 import importlib.util
 import netrc
 import os
+from typing import Any
 from urllib.parse import urlparse
 
-from .schema import LoggerConfig, WandbMode
+from .schema import LoggerConfig
 
 INSTALL = "pip install 'nvfp4-lab[wandb]'"
 OFFLINE = "or log offline with logger.mode=offline and `wandb sync` the run later"
@@ -27,7 +28,7 @@ def refusal(cfg: LoggerConfig) -> str | None:
         return None
     if importlib.util.find_spec("wandb") is None:
         return f"logger=wandb needs the wandb package: {INSTALL}"
-    if cfg.mode != WandbMode.online:
+    if cfg.mode != "online":
         return None
     import wandb
 
@@ -40,7 +41,7 @@ def refusal(cfg: LoggerConfig) -> str | None:
     return _unreachable(settings.base_url)
 
 
-def _has_credentials(settings) -> bool:
+def _has_credentials(settings: Any) -> bool:
     """Whether ``wandb.init`` finds credentials without asking: an API key or an identity
     token file in the settings or the environment, or a ``.netrc`` entry for the server."""
     if settings.api_key or settings.identity_token_file:

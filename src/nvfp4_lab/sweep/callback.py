@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 from hydra.core.global_hydra import GlobalHydra
@@ -34,13 +35,14 @@ def summarise(sweep_dir: Path) -> pd.DataFrame:
     rows = []
     for path in sorted(Path(sweep_dir).rglob(SUMMARY)):
         summary = Summary.read(path.parent)
+        assert summary is not None     # its summary.json was just found
         rows.append({"job": str(path.parent.relative_to(sweep_dir)),
                      **dataclasses.asdict(summary), "status": summary.status.value})
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
 class SweepSummary(Callback):
-    def on_multirun_start(self, config: DictConfig, **kwargs) -> None:
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
         for arm in config.get("arms", {}):
             with open_dict(config):
                 trial = config.copy()
@@ -52,7 +54,7 @@ class SweepSummary(Callback):
         SweepPlan(tuple(plan_job(o, loader.load_sweep_config(config, o), parallel, cores)
                         for o in jobs), parallel, cores).save(Path(config.hydra.sweep.dir))
 
-    def on_multirun_end(self, config: DictConfig, **kwargs) -> None:
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         sweep_dir = Path(config.hydra.sweep.dir)
         df = summarise(sweep_dir)
         df.to_csv(sweep_dir / "sweep_summary.csv", index=False)
