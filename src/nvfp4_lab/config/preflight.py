@@ -25,6 +25,8 @@ import difflib
 import math
 import re
 import sys
+from collections.abc import Callable
+from typing import TYPE_CHECKING, cast
 
 from hydra import compose, initialize_config_dir
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -36,8 +38,11 @@ from omegaconf.errors import OmegaConfBaseException
 from ..configs import conf_dir, config_groups
 from ..quant import operand_plan, switched_plan, token_chunk
 from .job import Job
-from .schema import register
+from .schema import LoggerConfig, register
 from .wandb_check import refusal as wandb_refusal
+
+if TYPE_CHECKING:
+    from ..quant.recipe import Recipe
 
 MAX_VALUES = 20
 _NO_KEY = re.compile(r"Could not override '([^']+)'")
@@ -56,15 +61,15 @@ def check(argv: list[str], dry_run: bool = False) -> str | None:
     parsed = _parsed(overrides)
     if isinstance(parsed, str):
         return parsed
-    swept = [o.input_line for o in parsed if o.is_sweep_override()]
+    swept = [str(o.input_line) for o in parsed if o.is_sweep_override()]
     register()
     noted: set[str] | None = set() if dry_run else None
     with initialize_config_dir(str(conf_dir()), version_base="1.3"):
         trials = [_jobs(trial, multirun, swept, noted) for trial in _trials(parsed)]
-    problems = [t for t in trials if isinstance(t, str)]
+    problems: list[str | None] = [t for t in trials if isinstance(t, str)]
     if not problems:          # every config is valid: now the models, with torch
         warned: set[str] = set()
-        problems = [_fit_problem(jobs, warned) for jobs in trials]
+        problems = [_fit_problem(cast(list[Job], jobs), warned) for jobs in trials]
     return "; ".join(dict.fromkeys(p for p in problems if p)) or None
 
 
@@ -96,11 +101,11 @@ def _parsed(overrides: list[str]) -> list[Override] | str:
             continue
         for name in _names(o):
             if name is not None and not (isinstance(name, str) and name in options):
-                return _no_option(o.key_or_group, name, o.input_line)
+                return _no_option(o.key_or_group, name, str(o.input_line))
     return parsed
 
 
-def _names(o: Override) -> list:
+def _names(o: Override) -> list[object]:
     """The option names a group override selects: each value of a sweep, each item of a
     list, or its one value."""
     if o.is_sweep_override():
@@ -114,15 +119,15 @@ def _no_option(group: str, name: object, override: str) -> str:
     return f"no config {group}/{name} ({override}); the options of {group}: {', '.join(options)}"
 
 
-def _trials(parsed) -> list[list[str]]:
+def _trials(parsed: list[Override]) -> list[list[str]]:
     """The override lists to compose: the first value of every sweep, then each further value
     of each swept key with the others at their first."""
-    def at(o, value) -> str:
+    def at(o: Override, value: str) -> str:
         return f"{o.get_key_element()}={value}"
 
     values = [list(o.sweep_string_iterator())[:MAX_VALUES] if o.is_sweep_override() else None
               for o in parsed]
-    base = [o.input_line if v is None else at(o, v[0]) for o, v in zip(parsed, values)]
+    base = [str(o.input_line) if v is None else at(o, v[0]) for o, v in zip(parsed, values)]
     trials = [base]
     for i, (o, v) in enumerate(zip(parsed, values)):
         for value in (v or [])[1:]:
@@ -184,7 +189,8 @@ def _check_here(job: Job) -> list[str]:
     accelerator, a torch the compiled backend is checked on. Each refusal, in that order."""
     from ..data.shard_data import check as check_data
 
-    checks = [lambda: check_data(job.data), lambda: _check_wandb(job.logger)]
+    checks: list[Callable[[], None]] = [lambda: check_data(job.data),
+                                        lambda: _check_wandb(job.logger)]
     if job.trainer.gpu:
         checks.append(lambda: _check_cuda(job.trainer.accelerator))
     if job.recipe.backend == "compiled":
@@ -198,7 +204,7 @@ def _check_here(job: Job) -> list[str]:
     return problems
 
 
-def _check_wandb(logger) -> None:
+def _check_wandb(logger: LoggerConfig) -> None:
     if why := wandb_refusal(logger):
         raise ValueError(why)
 
@@ -221,7 +227,7 @@ def _check_compiled_torch() -> None:
 
 def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:
     """The first job whose recipe cannot quantize its model; warns of arms that repeat."""
-    trains: dict[str, str] = {}   # what an arm trains -> the first arm that trains it
+    trains: dict[str, str | None] = {}   # what an arm trains -> the first arm that trains it
     for job in jobs:
         try:
             quantized = check_fit(job)
@@ -233,18 +239,19 @@ def _fit_problem(jobs: list[Job], warned: set[str]) -> str | None:
     return None
 
 
-def _arm_prefix(arm: str | None, arms: list) -> str:
+def _arm_prefix(arm: str | None, arms: list[Job]) -> str:
     return f"arm {arm}: " if arm is not None and len(arms) > 1 else ""
 
 
-def _effective(recipe, quantized: list[str]) -> tuple:
+def _effective(recipe: Recipe, quantized: list[str]) -> tuple[Recipe, tuple[str, ...]]:
     """A recipe as it acts on one model: its fields, with the name and the rule that picks
     the high-precision layers replaced by the layers it quantizes."""
     no_rule = {"first": 0, "last": 0, "names": []}
     return recipe.replace(name="effective", high_precision=no_rule), tuple(quantized)
 
 
-def _warn_if_repeated(arm: str, what: tuple, trains: dict[str, str], warned: set[str]) -> None:
+def _warn_if_repeated(arm: str | None, what: tuple[object, ...], trains: dict[str, str | None],
+                      warned: set[str]) -> None:
     """Warn (once) when ``arm`` trains what an earlier arm does: its runs would repeat that
     arm's bit for bit, e.g. a fraction of blocks kept in BF16 that rounds to the same blocks
     on a small model (components' fewer_bf16_blocks on nano)."""
@@ -267,7 +274,8 @@ def check_fit(job: Job) -> list[str]:
     import torch
 
     from ..model import build_model
-    from ..quant import Backend, convert
+    from ..quant.backends import Backend
+    from ..quant.converter import convert
 
     with torch.device("meta"):
         net = build_model(job.sized_model())

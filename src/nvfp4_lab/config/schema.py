@@ -27,9 +27,10 @@ import dataclasses
 import math
 import os
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar, cast
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -38,8 +39,8 @@ from ..configs import register_resolvers
 from ..data import DataConfig
 from ..formats.spec import E8M0_MODES, ERRORS, SIGN_POLICIES, SR_MODES
 from ..model import ModelConfig
-from ..quant import from_dict, preset, to_dict
 from ..quant.operands import GEMMS, GROUPS, OPERANDS
+from ..quant.presets import preset
 from ..quant.recipe import (
     BACKENDS,
     PASSES,
@@ -49,23 +50,34 @@ from ..quant.recipe import (
     WEIGHT_BLOCKS,
     Recipe,
     Switch,
+    from_dict,
+    to_dict,
 )
 from ..schedule import SCHEDULES, LRSchedule
+
+T = TypeVar("T")
 
 
 class Refused(ValueError):
     """A job that cannot start as configured; nothing of it is written."""
 
 
-def choices(name: str, values) -> type[Enum]:
+def choices(name: str, values: Iterable[str]) -> Any:
     """A str Enum whose members are named by their values, so YAML writes ``2d``, not ``D2``."""
     return Enum(name, {v: v for v in values}, type=str)
 
 
-Schedule = choices("Schedule", SCHEDULES)
-Resume = choices("Resume", ("auto", "never"))
-Progress = choices("Progress", ("auto", "rich", "plain", "none"))
-WandbMode = choices("WandbMode", ("online", "offline", "disabled"))
+if TYPE_CHECKING:    # to the type checker a closed set is a str, to OmegaConf an Enum
+    Schedule: TypeAlias = str
+    Resume: TypeAlias = str
+    Progress: TypeAlias = str
+    WandbMode: TypeAlias = str
+    QuantSchema: TypeAlias = Any
+else:
+    Schedule = choices("Schedule", SCHEDULES)
+    Resume = choices("Resume", ("auto", "never"))
+    Progress = choices("Progress", ("auto", "rich", "plain", "none"))
+    WandbMode = choices("WandbMode", ("online", "offline", "disabled"))
 
 # the recipe keys that take a closed set of values (a list's items, for a list)
 CLOSED = {"format": RECIPE_FORMATS, "weight_blocks": WEIGHT_BLOCKS, "act_blocks": TENSOR_BLOCKS,
@@ -86,14 +98,15 @@ def schema_of(cls: type, prefix: str = "") -> type:
     specs: list[tuple[str, Any, Any]] = []
     for f in dataclasses.fields(cls):
         key = prefix + f.name
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+        default = f.default_factory() if callable(f.default_factory) else f.default
         kind = choices(key, CLOSED[key]) if key in CLOSED else None
         if dataclasses.is_dataclass(default):
             nested = schema_of(type(default), key + ".")
             specs.append((f.name, nested, field(default_factory=nested)))
         elif isinstance(default, tuple):
             items = [kind(v) for v in default] if kind else list(default)
-            specs.append((f.name, list[kind or str], field(default_factory=items.copy)))
+            specs.append((f.name, list.__class_getitem__(kind or str),
+                          field(default_factory=items.copy)))
         else:
             specs.append((f.name, kind or PLAIN.get(str(f.type), Any),
                           kind(default) if kind else default))
@@ -102,7 +115,8 @@ def schema_of(cls: type, prefix: str = "") -> type:
     return dataclasses.make_dataclass(f"{cls.__name__}Schema", specs)
 
 
-QuantSchema = schema_of(Recipe)
+if not TYPE_CHECKING:
+    QuantSchema = schema_of(Recipe)
 
 
 @dataclass
@@ -131,7 +145,7 @@ class TrainConfig:
     stats_every: int = 0            # per-layer quantization statistics every k steps (0: off)
     log_every: int = 10
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         for key in ("seq_len", "batch_size", "accumulate", "max_steps", "val_every",
                     "val_batches", "ckpt_every", "log_every"):
             if getattr(self, key) < 1:
@@ -187,10 +201,10 @@ class TrainerConfig:
     strategy: str = "auto"
     precision: str = "32-true"
     deterministic: bool = False
-    progress: Progress = Progress.auto
+    progress: Progress = Progress("auto")
     threads: int = 0                # torch.set_num_threads (0: the cores, divided among jobs)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if self.threads < 0:
             raise ValueError(f"trainer.threads={self.threads} must be >= 0 (0: the cores, "
                              "divided among the jobs running at once)")
@@ -254,7 +268,7 @@ class LoggerConfig:
     wandb: bool = False
     project: str = "nvfp4-lab"
     entity: str | None = None       # null: the API key's default entity
-    mode: WandbMode = WandbMode.online   # offline: written under logs/wandb, `wandb sync` later
+    mode: WandbMode = WandbMode("online")  # offline: written under logs/wandb, `wandb sync` later
 
 
 def process_rank() -> int:
@@ -281,7 +295,7 @@ def launcher_layout() -> tuple[int, int] | None:
 class RootConfig:
     seed: int = 0
     name: str = "run"               # names the run or sweep directory
-    resume: Resume = Resume.auto    # auto: continue from checkpoints/last.ckpt; never: refuse
+    resume: Resume = Resume("auto")  # auto: continue from checkpoints/last.ckpt; never: refuse
     arm: str | None = None
     arms: dict[str, Any] = field(default_factory=dict)
     branch_from: str | None = None  # the arm whose run this one continues (config/branch.py)
@@ -309,12 +323,12 @@ def apply_arm(cfg: DictConfig) -> DictConfig:
         return cfg
     if cfg.arm not in cfg.arms:
         raise ValueError(f"arm={cfg.arm!r} is not one of {', '.join(cfg.arms) or '(none)'}")
-    changes = OmegaConf.to_container(cfg.arms[cfg.arm], resolve=True) or {}
+    changes = _container(cfg.arms[cfg.arm])
     base = changes.pop("preset", None)
     if base is not None:   # the recipe is the preset's; where it runs stays as configured
         recipe = {**to_dict(preset(base)), "backend": cfg.quant.backend}
         changes["quant"] = OmegaConf.merge(recipe, changes.get("quant", {}))
-    out = OmegaConf.merge(cfg, changes)
+    out = cast(DictConfig, OmegaConf.merge(cfg, changes))
     out.quant.name = cfg.arm
     return out
 
@@ -338,14 +352,19 @@ def switch_of(quant: DictConfig) -> Switch:
     return Switch(**_recipe_fields(quant)["switch"])
 
 
-def _recipe_fields(quant: DictConfig) -> dict:
-    d = OmegaConf.to_container(quant, resolve=True, enum_to_str=True)
+def _recipe_fields(quant: DictConfig) -> dict[str, Any]:
+    d = _container(quant)
     switch = d.get("switch")
     if isinstance(switch, dict) and "at" in switch and switch["at"] is None:
         del switch["at"]    # the schema's placeholder for the removed key, unset
     return d
 
 
-def plain(node: DictConfig, cls):
+def plain(node: DictConfig, cls: type[T]) -> T:
     """A composed node as its plain dataclass (running the dataclass's own checks)."""
-    return cls(**OmegaConf.to_container(node, resolve=True, enum_to_str=True))
+    return cls(**_container(node))
+
+
+def _container(node: DictConfig) -> dict[str, Any]:
+    return cast(dict[str, Any], OmegaConf.to_container(node, resolve=True, enum_to_str=True)
+                or {})
