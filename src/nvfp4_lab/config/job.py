@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 from ..data import DataConfig
 from ..model import ModelConfig
 from ..quant import Recipe
+from ..rundir import config_hash
 from . import branch
 from .schema import LoggerConfig, TrainConfig, TrainerConfig, apply_arm, plain, recipe_of
 
@@ -30,6 +31,8 @@ class Job:
     max_steps: int              # the whole run's optimizer steps
     branch_step: int | None     # a branch's first step (it trains the rest), else None
     logger: LoggerConfig
+    seed: int
+    config_hash: str            # what it computes (``rundir.config_hash``): its runs' identity
 
     def __post_init__(self) -> None:
         if self.data.source == "hf":
@@ -48,12 +51,13 @@ class Job:
         """``cfg`` with its arm applied (``schema.apply_arm``)."""
         t, tr = plain(cfg.train, TrainConfig), plain(cfg.trainer, TrainerConfig)
         model, recipe = plain(cfg.model, ModelConfig), recipe_of(cfg.quant)
-        tokens_per_step = t.tokens_per_step(tr.world_size())
+        world = tr.world_size()
+        tokens_per_step = t.tokens_per_step(world)
         max_steps = t.run_length(tokens_per_step,
                                  model.non_embedding_params() if t.tokens_per_param else 0)
         return cls(cfg.get("arm"), recipe, model, plain(cfg.data, DataConfig), t, tr,
                    tokens_per_step, max_steps, branch.branch_step(cfg, recipe.switch, max_steps),
-                   plain(cfg.logger, LoggerConfig))
+                   plain(cfg.logger, LoggerConfig), cfg.seed, config_hash(cfg, world=world))
 
     @property
     def steps_here(self) -> int:

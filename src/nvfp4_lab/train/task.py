@@ -56,8 +56,7 @@ def train(cfg: DictConfig, out: Path, *, multirun: bool = False,
         return rundir.Summary.read(out)
     fork = branch.find(raw, cfg, position and position.dir, job.branch_step,  # before any write
                        job.max_steps)
-    run = _Run.begin(cfg, job, out, rundir.config_hash(cfg, world=world), start, fork,
-                     position)
+    run = _Run.begin(cfg, job, out, start, fork, position)
     try:
         run.fit(raw, start, multirun, position)
         status, error = rundir.Status.done, None
@@ -97,7 +96,7 @@ class _Run:
     wandb: WandbLogger | None = None
 
     @classmethod
-    def begin(cls, cfg: DictConfig, job: Job, out: Path, chash: str, start: rundir.Start,
+    def begin(cls, cfg: DictConfig, job: Job, out: Path, start: rundir.Start,
               fork: branch.Branch | None, position: SweepPosition | None) -> _Run:
         """Sets the threads; rank 0 writes the resolved config and a ``running`` summary
         (a resumed run keeps its first attempt's ``started``)."""
@@ -110,10 +109,10 @@ class _Run:
         plan = threads.apply(tr.threads, (position.parallel if position else 1) * cpu_procs,
                              position.plan.cores if position and position.plan else None)
         base = rundir.Summary(
-            status=rundir.Status.running, quant=job.recipe.name, arm=cfg.arm, seed=cfg.seed,
+            status=rundir.Status.running, quant=job.recipe.name, arm=job.arm, seed=job.seed,
             model=job.model.name, max_steps=job.max_steps, tokens_per_step=job.tokens_per_step,
-            config_hash=chash, git_sha=rundir.git_sha(), code_sha256=rundir.code_sha256(),
-            device=_device_name(tr),
+            config_hash=job.config_hash, git_sha=rundir.git_sha(),
+            code_sha256=rundir.code_sha256(), device=_device_name(tr),
             machine_class=str(Machine.here().cls), versions=versions(),
             started=_first_started(out, start), branched_from=fork and fork.record())
         if rank0:
