@@ -70,8 +70,11 @@ def config_hash(cfg: DictConfig, *, world: int) -> str:
 
 
 def _hashed(cfg: DictConfig, world: int) -> dict[str, Any]:
-    """``cfg`` as its hash sees it: the keys that decide what it computes."""
-    c = cast(dict[str, Any], OmegaConf.to_container(cfg, resolve=True, enum_to_str=True))
+    """``cfg`` as its hash sees it: the keys that decide what it computes (Hydra's own node,
+    which a job's config holds while it is composed, is none of them)."""
+    own = OmegaConf.masked_copy(cfg, [str(k) for k in cfg if k != "hydra"]) if "hydra" in cfg \
+        else cfg
+    c = cast(dict[str, Any], OmegaConf.to_container(own, resolve=True, enum_to_str=True))
     for key in VOLATILE:
         _drop(c, key)
     _as_slots(c, world)
