@@ -37,12 +37,14 @@ import subprocess
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
-import pandas as pd
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper  # its expansion, exactly
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from omegaconf import DictConfig, OmegaConf
+
+if TYPE_CHECKING:       # pandas loads with the functions that read metrics, not the module
+    import pandas as pd
 
 SUMMARY = "summary.json"
 CURVE_COLUMNS = ["step", "tokens", "train_loss", "val_loss", "val_bpb", "lr"]   # metrics.csv
@@ -387,6 +389,8 @@ def read_metrics(run: Path, tokens_per_step: int | None = None) -> pd.DataFrame:
     tokens_per_step: needed to merge attempts (Lightning's own step column restarts per
     attempt); without it the attempts' logged ``tokens`` give the step order.
     """
+    import pandas as pd
+
     attempts = sorted(Path(run).glob("logs/csv/version_*/metrics.csv"),
                       key=lambda p: int(p.parent.name.split("_")[1]))
     if not attempts:
@@ -421,6 +425,8 @@ def merge_metrics(run: Path, tokens_per_step: int, prefix: pd.DataFrame | None =
     step column counts optimizer steps completed (``tokens / tokens_per_step``). ``prefix``:
     the rows a branch took over from its parent (``branch.Branch.prefix``), first.
     """
+    import pandas as pd
+
     df = read_metrics(run, tokens_per_step)
     if prefix is not None:
         both = pd.concat([prefix, df], ignore_index=True)
