@@ -15,7 +15,7 @@ shares its prefix bit for bit and only the tail is trained again. An arm with
 So the prefix is the parent's whatever the branch's recipe changes (the backward-only arm
 also changes the weight blocks, from the branch on), and a branch costs only its tail. A
 branch whose recipe equals the parent's before N ends bit-equal to the same arm trained from
-step 0 (tests/unit/train/test_branch.py).
+step 0 (tests/unit/config/test_branch.py).
 """
 from __future__ import annotations
 
